@@ -1,0 +1,201 @@
+"""Typed configuration: one TOML file, defaulted, validated once, errors that name the path.
+
+Defaults give the single-machine embedded setup (memory transport, SQLite, dry-run actuator, observe-only
+policy): nothing is ever drained unless a file says ``policy.mode = "act"`` and names a real actuator.
+
+Environment overrides live here and only here: ``SENTINEL__SECTION__KEY=value`` sets ``section.key``
+(the value is read as a TOML value when it parses as one, else as a string), e.g.
+``SENTINEL__STORE__URL=postgresql+psycopg://...``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from sentinel.errors import ConfigError
+from sentinel.events import NODE_NAME_PATTERN
+
+ENV_PREFIX = "SENTINEL__"
+
+
+def _require(ok: bool, field: str, message: str, value: object) -> None:
+    if not ok:
+        raise ValueError(f"{field}: {message}, got {value!r}")
+
+
+def _positive(field: str, value: float) -> None:
+    _require(math.isfinite(value) and value > 0, field, "must be > 0", value)
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    pass
+
+
+class AgentConfig(_Section):
+    node: str = ""  # empty: this host's short name
+    interval_s: float = 10.0
+    collectors: list[str] = msgspec.field(default_factory=lambda: ["host"])
+
+    def __post_init__(self) -> None:
+        _positive("interval_s", self.interval_s)
+        if self.node:
+            _require(re.match(NODE_NAME_PATTERN, self.node) is not None, "node", "not a valid node name", self.node)
+
+
+class TransportConfig(_Section):
+    kind: str = "memory"
+    capacity: int = 100_000  # messages held per topic by the embedded transport before producers are refused
+
+    def __post_init__(self) -> None:
+        _require(self.capacity >= 1, "capacity", "must be >= 1", self.capacity)
+
+
+class ThermalRuleConfig(_Section):
+    temp_c: float = 93.0  # Azure healthagent warns above 93 C (domain.md)
+    sustain_samples: int = 3
+
+    def __post_init__(self) -> None:
+        _require(0 < self.temp_c < 150, "temp_c", "must be in (0, 150)", self.temp_c)
+        _require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
+
+
+class DetectorConfig(_Section):
+    window_samples: int = 60
+    thermal: ThermalRuleConfig = msgspec.field(default_factory=ThermalRuleConfig)
+
+    def __post_init__(self) -> None:
+        _require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)
+
+
+class BreakerConfig(_Section):
+    max_fraction: float = 0.1
+    window_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        _require(0 < self.max_fraction <= 1, "max_fraction", "must be in (0, 1]", self.max_fraction)
+        _positive("window_s", self.window_s)
+
+
+class PolicyConfig(_Section):
+    mode: Literal["observe", "act"] = "observe"
+    cooldown_s: float = 600.0
+    opt_out_nodes: list[str] = msgspec.field(default_factory=list)
+    command_ttl_s: float = 300.0
+    breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
+
+    def __post_init__(self) -> None:
+        _require(self.cooldown_s >= 0, "cooldown_s", "must be >= 0", self.cooldown_s)
+        _positive("command_ttl_s", self.command_ttl_s)
+
+
+class ActuatorConfig(_Section):
+    kind: str = "dryrun"
+
+
+class StoreConfig(_Section):
+    url: str = "sqlite:///sentinel.db"
+
+    def __post_init__(self) -> None:
+        _require("://" in self.url, "url", "must be a SQLAlchemy URL like sqlite:///path.db", self.url)
+
+
+class MetricsConfig(_Section):
+    listen: str = ""  # "127.0.0.1:9400" serves /metrics; empty serves nothing
+
+    def __post_init__(self) -> None:
+        if self.listen:
+            host, _, port = self.listen.rpartition(":")
+            _require(bool(host) and port.isdigit() and 0 < int(port) < 65536, "listen", "must be HOST:PORT", self.listen)
+
+
+class Config(_Section):
+    agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
+    transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
+    detector: DetectorConfig = msgspec.field(default_factory=DetectorConfig)
+    policy: PolicyConfig = msgspec.field(default_factory=PolicyConfig)
+    actuator: ActuatorConfig = msgspec.field(default_factory=ActuatorConfig)
+    store: StoreConfig = msgspec.field(default_factory=StoreConfig)
+    metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
+
+    def node_name(self) -> str:
+        return self.agent.node or socket.gethostname().split(".")[0]
+
+
+def from_mapping(raw: Mapping[str, Any]) -> Config:
+    """Build a validated Config from a parsed TOML mapping; raise ConfigError naming the path."""
+    try:
+        return msgspec.convert(raw, Config)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_explain(str(exc))) from None
+
+
+def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Read ``path`` (or nothing: defaults), apply environment overrides, validate once."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such file") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    apply_env(raw, os.environ if environ is None else environ)
+    return from_mapping(raw)
+
+
+def apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
+    """Overlay ``SENTINEL__A__B=value`` variables onto the raw mapping as ``a.b = value``."""
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        keys = [k.lower() for k in name[len(ENV_PREFIX) :].split("__")]
+        if not all(keys):
+            raise ConfigError(f"{name}: empty key in environment override")
+        node = raw
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{name}: {'.'.join(keys)} is not a table")
+            node = child
+        node[keys[-1]] = _env_value(text)
+
+
+def _env_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def to_toml_dict(config: Config) -> dict[str, Any]:
+    """The normalised config as plain data (what ``sentinel config check`` prints)."""
+    return msgspec.to_builtins(config)  # type: ignore[no-any-return]
+
+
+_PATH_RE = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+
+
+def _explain(message: str) -> str:
+    """Turn msgspec's 'msg - at `$.a.b`' into 'a.b: msg' (our checks already start with the field name)."""
+    match = _PATH_RE.match(message)
+    assert match is not None
+    msg, path = match.group("msg"), (match.group("path") or "").lstrip(".")
+    unknown = re.match(r"Object contains unknown field `(?P<key>[^`]+)`", msg)
+    if unknown:
+        key = ".".join(p for p in (path, unknown.group("key")) if p)
+        return f"{key}: unknown key"
+    field = re.match(r"^(?P<field>[a-z_0-9]+): (?P<rest>.*)$", msg, re.S)
+    if field:
+        return f"{'.'.join(p for p in (path, field.group('field')) if p)}: {field.group('rest')}"
+    return f"{path or '(top level)'}: {msg}"

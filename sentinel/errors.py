@@ -1,0 +1,39 @@
+"""One exception base for everything Sentinel raises on purpose.
+
+The CLI prints ``error: <message>`` for any ``SentinelError`` and exits non-zero; daemons log, count and skip
+the one bad node, message or action that raised it.
+"""
+
+from __future__ import annotations
+
+
+class SentinelError(Exception):
+    """Base of every deliberate Sentinel error."""
+
+
+class ConfigError(SentinelError):
+    """The configuration is invalid; the message names the path (``policy.breaker.max_fraction: ...``)."""
+
+
+class CodecError(SentinelError):
+    """Bytes that are not a valid record of the current schema; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TransportError(SentinelError):
+    """The transport cannot accept or deliver a message (full, closed, broker unreachable)."""
+
+
+class StoreError(SentinelError):
+    """The store is missing, not migrated, or unreachable."""
+
+
+class ActuatorError(SentinelError):
+    """A scheduler refused or failed an action."""
+
+
+class ValidationError(SentinelError):
+    """A name or value from outside (CLI argument, scheduler output) is not acceptable."""

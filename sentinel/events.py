@@ -1,0 +1,266 @@
+"""The one typed, versioned vocabulary that travels on every arrow of the pipeline.
+
+Every record is a frozen ``msgspec.Struct`` tagged with its ``type`` on the wire and carrying the schema
+version ``v``. Units live in field names (``temp_c``, ``power_w``, ``ts`` is seconds since the epoch).
+A reading that could not be taken is ``None``, never NaN: non-finite numbers are rejected by the constraints
+below, so a NaN from a broken sensor cannot reach a rule or a model.
+
+This module imports no I/O library; the wire encoding lives in ``sentinel.codec``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+# Constraints are checked in C by msgspec on decode. NaN fails every comparison, so a bounded float rejects it.
+Finite = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]
+Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+Timestamp = Annotated[float, msgspec.Meta(ge=0.0, le=1e11)]
+CounterValue = Annotated[int, msgspec.Meta(ge=0)]
+# Node and job names end up in scheduler commands (argv only, never a shell) and in SQL: keep them boring.
+NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+NodeName = Annotated[str, msgspec.Meta(pattern=NODE_NAME_PATTERN)]
+JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
+JobId = Annotated[str, msgspec.Meta(pattern=JOB_ID_PATTERN)]
+RecordId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Text = Annotated[str, msgspec.Meta(max_length=4096)]
+EvidenceValue = Finite | int | str | bool
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"  # a failure is coming: act before it lands
+    FATAL = "fatal"  # the hardware has already failed
+
+
+SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2, Severity.FATAL: 3}
+
+
+class GpuState(StrEnum):
+    OK = "ok"
+    LOST = "lost"  # was present, now does not answer (NVML_ERROR_GPU_IS_LOST, fallen off the bus)
+
+
+class LogKind(StrEnum):
+    XID = "xid"
+    GSP = "gsp"
+    PCIE_AER = "pcie_aer"
+    NIC = "nic"
+    MCE = "mce"
+    OTHER = "other"
+
+
+class FindingClass(StrEnum):
+    GPU_XID = "gpu_xid"
+    GPU_ECC = "gpu_ecc"
+    GPU_LOST = "gpu_lost"
+    GPU_THERMAL = "gpu_thermal"
+
+
+class Recommendation(StrEnum):
+    """What the evidence alone suggests; the policy decides what is actually done."""
+
+    NONE = "none"
+    ALERT = "alert"
+    CHECKPOINT_DRAIN = "checkpoint_drain"  # predicted failure: save the job first, then move it
+    DRAIN = "drain"  # failure already happened: the job cannot checkpoint, move it now
+
+
+class ActionKind(StrEnum):
+    NONE = "none"
+    ALERT = "alert"
+    CHECKPOINT_DRAIN_REQUEUE = "checkpoint_drain_requeue"
+    DRAIN_REQUEUE = "drain_requeue"
+
+
+class Mode(StrEnum):
+    EXECUTE = "execute"
+    OBSERVE = "observe"
+
+
+class IncidentStatus(StrEnum):
+    OPEN = "open"
+    MITIGATED = "mitigated"  # acted on: node drained, jobs moved
+    RESOLVED = "resolved"
+
+
+class Step(StrEnum):
+    CHECKPOINT = "checkpoint"
+    DRAIN = "drain"
+    REQUEUE = "requeue"
+    VERIFY = "verify"
+
+
+class StepStatus(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    DRY_RUN = "dry_run"
+
+
+class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="type", kw_only=True):
+    """Base of every wire record: the tag (``type``) and the schema version (``v``)."""
+
+    v: int = SCHEMA_VERSION
+
+
+class GpuReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One GPU at one instant. Counters are raw, monotonic device values (they reset on reboot/driver reload)."""
+
+    index: Annotated[int, msgspec.Meta(ge=0, le=1023)]
+    uuid: Annotated[str, msgspec.Meta(max_length=128)] = ""
+    pci_bus_id: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    model: Annotated[str, msgspec.Meta(max_length=128)] = ""
+    state: GpuState = GpuState.OK
+    temp_c: Finite | None = None
+    mem_temp_c: Finite | None = None
+    power_w: Finite | None = None
+    power_limit_w: Finite | None = None
+    sm_clock_mhz: Finite | None = None
+    mem_clock_mhz: Finite | None = None
+    util_gpu_pct: Finite | None = None
+    util_mem_pct: Finite | None = None
+    mem_used_bytes: CounterValue | None = None
+    mem_total_bytes: CounterValue | None = None
+    throttle_reasons: CounterValue | None = None  # NVML clock-event reasons bitmask
+    ecc_sbe_volatile: CounterValue | None = None
+    ecc_dbe_volatile: CounterValue | None = None
+    ecc_sbe_aggregate: CounterValue | None = None
+    ecc_dbe_aggregate: CounterValue | None = None
+    retired_pages_pending: CounterValue | None = None
+    row_remap_failure: bool | None = None
+    pcie_replay: CounterValue | None = None
+
+
+class NicReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One Ethernet interface or InfiniBand port; ``counters`` keeps sysfs counter names verbatim."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    link_layer: Annotated[str, msgspec.Meta(max_length=32)] = "ethernet"
+    state: Annotated[str, msgspec.Meta(max_length=32)] = ""
+    carrier: bool | None = None
+    counters: dict[str, CounterValue] = msgspec.field(default_factory=dict)
+
+
+class HostReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    boot_id: Annotated[str, msgspec.Meta(max_length=64)] = ""
+    uptime_s: Finite | None = None
+    load1: Finite | None = None
+    cpu_util_pct: Finite | None = None
+    mem_total_bytes: CounterValue | None = None
+    mem_available_bytes: CounterValue | None = None
+
+
+class TelemetrySample(Record, tag="telemetry"):
+    """Everything one node's agent read in one interval."""
+
+    node: NodeName
+    ts: Timestamp
+    seq: CounterValue = 0
+    gpus: list[GpuReading] = msgspec.field(default_factory=list)
+    nics: list[NicReading] = msgspec.field(default_factory=list)
+    host: HostReading | None = None
+    collector_errors: dict[str, Text] = msgspec.field(default_factory=dict)
+
+
+class LogEvent(Record, tag="log"):
+    """One kernel-log line that a collector recognised (an Xid, an AER report, an mlx5 error, ...)."""
+
+    node: NodeName
+    ts: Timestamp
+    kind: LogKind
+    message: Text
+    xid: Annotated[int, msgspec.Meta(ge=0, le=65535)] | None = None
+    pci_bus_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    gpu_index: Annotated[int, msgspec.Meta(ge=0, le=1023)] | None = None
+
+
+class Finding(Record, tag="finding"):
+    """A judgement about one node (or one GPU on it), with the evidence behind it."""
+
+    id: RecordId
+    node: NodeName
+    ts: Timestamp  # when the detector concluded
+    observed_ts: Timestamp  # when the evidence was observed on the node
+    kind: FindingClass
+    rule: Annotated[str, msgspec.Meta(min_length=1, max_length=100)]
+    severity: Severity
+    recommendation: Recommendation
+    confidence: Fraction
+    summary: Text
+    gpu_index: Annotated[int, msgspec.Meta(ge=0, le=1023)] | None = None
+    evidence: dict[str, EvidenceValue] = msgspec.field(default_factory=dict)
+
+
+class Incident(Record, tag="incident"):
+    """Findings about one node grouped into one problem an operator tracks."""
+
+    id: RecordId
+    node: NodeName
+    opened_ts: Timestamp
+    updated_ts: Timestamp
+    status: IncidentStatus
+    severity: Severity
+    kind: FindingClass
+    summary: Text
+    finding_ids: list[RecordId] = msgspec.field(default_factory=list)
+
+
+class Decision(Record, tag="decision"):
+    """What the policy chose for an incident, and whether it is carried out (EXECUTE) or only recorded."""
+
+    id: RecordId
+    incident_id: RecordId
+    node: NodeName
+    ts: Timestamp
+    action: ActionKind
+    mode: Mode
+    reason: Text
+    blocked_by: list[Annotated[str, msgspec.Meta(max_length=64)]] = msgspec.field(default_factory=list)
+
+
+class Command(Record, tag="command"):
+    """An order to the actuator; ``drain_reason`` is the text written on the node (owned prefix)."""
+
+    id: RecordId
+    decision_id: RecordId
+    incident_id: RecordId
+    node: NodeName
+    action: ActionKind
+    ts: Timestamp
+    expires_ts: Timestamp
+    drain_reason: Text
+
+
+class ActionResult(Record, tag="result"):
+    """One step of a command as the scheduler carried it out (or would have, in dry-run)."""
+
+    id: RecordId
+    command_id: RecordId
+    node: NodeName
+    ts: Timestamp
+    step: Step
+    status: StepStatus
+    detail: Text = ""
+    job_ids: list[JobId] = msgspec.field(default_factory=list)
+
+
+class DeadLetter(Record, tag="dead_letter"):
+    """A message no service could use, kept whole with the reason and where it came from."""
+
+    ts: Timestamp
+    reason: Text
+    source_topic: Annotated[str, msgspec.Meta(max_length=249)]
+    source_partition: int = 0
+    source_offset: int = -1
+    key: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    payload: bytes = b""
+
+
+WireRecord = TelemetrySample | LogEvent | Finding | Incident | Decision | Command | ActionResult | DeadLetter

@@ -1,0 +1,77 @@
+"""Engines and migrations: SQLite by default (WAL), PostgreSQL in production; schema only via Alembic."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+from sentinel.errors import StoreError
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine; for SQLite turn on WAL, foreign keys and a busy timeout on every connection."""
+    try:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, future=True)
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise StoreError(f"store.url {url!r}: {exc}") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _alembic_config(engine: Engine) -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", str(resources.files("migrations")))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    try:
+        command.upgrade(_alembic_config(engine), revision)
+    except OperationalError as exc:
+        raise StoreError(f"cannot migrate {engine.url.render_as_string(hide_password=True)}: {exc.orig}") from None
+
+
+def head_revision() -> str:
+    script = ScriptDirectory.from_config(_alembic_config(create_engine("sqlite://")))
+    head = script.get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except OperationalError as exc:
+        raise StoreError(f"cannot reach {engine.url.render_as_string(hide_password=True)}: {exc.orig}") from None
+
+
+def require_current(engine: Engine) -> None:
+    """Refuse to run against a store that is not at the head revision (run ``sentinel db upgrade``)."""
+    current, head = current_revision(engine), head_revision()
+    if current != head:
+        raise StoreError(
+            f"store is at revision {current or 'none'}, this build needs {head}: run `sentinel db upgrade`"
+        )

@@ -1,0 +1,143 @@
+"""The SQL schema (SQLAlchemy Core). Alembic migrations in ``migrations/`` must produce exactly this.
+
+Primary keys of findings, incidents, decisions, commands and results are the records' stable ids, so writing
+the same record twice (a redelivered message) is a no-op.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = String(200)
+NAME = String(63)
+ENUM = String(32)
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("name", NAME, primary_key=True),
+    Column("first_seen_ts", Float, nullable=False),
+    Column("last_seen_ts", Float, nullable=False),
+    Column("gpu_count", Integer, nullable=False, default=0),
+    Column("boot_id", String(64), nullable=False, default=""),
+    Column("drained_incident_id", ID, nullable=True),  # set while Sentinel holds the node drained
+)
+
+gpus = Table(
+    "gpus",
+    metadata,
+    Column("node", NAME, ForeignKey("nodes.name", ondelete="CASCADE"), primary_key=True),
+    Column("gpu_index", Integer, primary_key=True),
+    Column("uuid", String(128), nullable=False, default=""),
+    Column("pci_bus_id", String(64), nullable=False, default=""),
+    Column("model", String(128), nullable=False, default=""),
+    Column("state", ENUM, nullable=False),
+    Column("last_seen_ts", Float, nullable=False),
+    Column("temp_c", Float, nullable=True),
+)
+
+incidents = Table(
+    "incidents",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("node", NAME, ForeignKey("nodes.name"), nullable=False),
+    Column("opened_ts", Float, nullable=False),
+    Column("updated_ts", Float, nullable=False),
+    Column("status", ENUM, nullable=False),
+    Column("severity", ENUM, nullable=False),
+    Column("kind", ENUM, nullable=False),
+    Column("summary", Text, nullable=False),
+    Index(None, "node", "opened_ts"),
+    Index(None, "status"),
+)
+
+findings = Table(
+    "findings",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("node", NAME, ForeignKey("nodes.name"), nullable=False),
+    Column("incident_id", ID, ForeignKey("incidents.id"), nullable=True),
+    Column("ts", Float, nullable=False),
+    Column("observed_ts", Float, nullable=False),
+    Column("gpu_index", Integer, nullable=True),
+    Column("kind", ENUM, nullable=False),
+    Column("rule", String(100), nullable=False),
+    Column("severity", ENUM, nullable=False),
+    Column("recommendation", ENUM, nullable=False),
+    Column("confidence", Float, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("evidence", JSON, nullable=False),
+    Index(None, "node", "ts"),
+)
+
+decisions = Table(
+    "decisions",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("incident_id", ID, ForeignKey("incidents.id"), nullable=False),
+    Column("node", NAME, nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("action", ENUM, nullable=False),
+    Column("mode", ENUM, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("blocked_by", JSON, nullable=False),
+    Index(None, "node", "ts"),
+)
+
+commands = Table(
+    "commands",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("decision_id", ID, ForeignKey("decisions.id"), nullable=False),
+    Column("incident_id", ID, nullable=False),
+    Column("node", NAME, nullable=False),
+    Column("action", ENUM, nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("expires_ts", Float, nullable=False),
+    Column("drain_reason", Text, nullable=False),
+    Column("status", ENUM, nullable=False),  # pending | done | failed
+)
+
+action_results = Table(
+    "action_results",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("command_id", ID, ForeignKey("commands.id"), nullable=False),
+    Column("node", NAME, nullable=False),
+    Column("ts", Float, nullable=False),
+    Column("step", ENUM, nullable=False),
+    Column("status", ENUM, nullable=False),
+    Column("detail", Text, nullable=False),
+    Column("job_ids", JSON, nullable=False),
+    Index(None, "command_id"),
+)
+
+breaker_state = Table(
+    "breaker_state",
+    metadata,
+    Column("id", Integer, primary_key=True),  # a single row, id = 1
+    Column("is_open", Boolean, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("changed_ts", Float, nullable=False),
+    Column("recent", JSON, nullable=False),  # [[ts, node], ...] actions inside the sliding window
+)

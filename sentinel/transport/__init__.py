@@ -1,0 +1,50 @@
+"""The Transport seam: topics of encoded records between services.
+
+``memory`` is the embedded default for one process; ``kafka`` (kafka-python) is the distributed engine.
+Both give the same semantics: per-key order, consumer groups, offsets committed only after the effects of a
+message are stored (at-least-once), so every consumer's effects must be idempotent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+TELEMETRY = "sentinel.telemetry"
+LOGS = "sentinel.logs"
+FINDINGS = "sentinel.findings"
+COMMANDS = "sentinel.commands"
+RESULTS = "sentinel.results"
+DEAD_LETTERS = "sentinel.dead-letters"
+ALL_TOPICS = (TELEMETRY, LOGS, FINDINGS, COMMANDS, RESULTS, DEAD_LETTERS)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: bytes
+
+
+class Consumer(Protocol):
+    def poll(self, max_messages: int = 500, timeout_s: float = 0.0) -> list[Message]:
+        """Return up to ``max_messages`` after the last one returned; wait up to ``timeout_s`` when none."""
+        ...
+
+    def commit(self) -> None:
+        """Mark everything returned by ``poll`` so far as done (call after its effects are stored)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Transport(Protocol):
+    def publish(self, topic: str, key: str | None, value: bytes) -> None:
+        """Append one message; raise ``TransportError`` when it cannot be accepted."""
+        ...
+
+    def consumer(self, group: str, topics: list[str]) -> Consumer: ...
+
+    def close(self) -> None: ...
