@@ -243,6 +243,7 @@ class ActionResult(Record, tag="result"):
 
     id: RecordId
     command_id: RecordId
+    incident_id: RecordId
     node: NodeName
     ts: Timestamp
     step: Step

@@ -1,0 +1,78 @@
+"""Carries out a command on a Scheduler as named, verified steps: checkpoint -> drain -> requeue -> verify.
+
+Idempotent: a node already drained with the same reason is not drained again, and jobs already gone are not
+requeued again, so a redelivered command changes nothing. Each step yields an ActionResult.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sentinel.actuator import Scheduler
+from sentinel.clock import Clock
+from sentinel.errors import SentinelError
+from sentinel.events import ActionKind, ActionResult, Command, Step, StepStatus
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerActuator:
+    def __init__(self, scheduler: Scheduler, clock: Clock) -> None:
+        self.scheduler = scheduler
+        self.clock = clock
+
+    def execute(self, command: Command) -> list[ActionResult]:
+        results: list[ActionResult] = []
+
+        def record(step: Step, status: StepStatus, detail: str, jobs: list[str] | None = None) -> None:
+            results.append(ActionResult(id=f"{command.id}:{step.value}", command_id=command.id,
+                                        incident_id=command.incident_id, node=command.node, ts=self.clock.now(),
+                                        step=step, status=status, detail=detail[:4096], job_ids=jobs or []))
+
+        if self.clock.now() > command.expires_ts:
+            record(Step.VERIFY, StepStatus.FAILED, "command expired before it could be carried out")
+            return results
+        try:
+            jobs = self.scheduler.jobs_on(command.node)
+            if command.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE:
+                acked = [j for j in jobs if self.scheduler.checkpoint(j)]
+                missing = sorted(set(jobs) - set(acked))
+                status = StepStatus.OK if not missing else StepStatus.FAILED
+                detail = f"{len(acked)}/{len(jobs)} job(s) checkpointed" + (f"; no ack from {missing}" if missing
+                                                                              else "")
+                record(Step.CHECKPOINT, status, detail, acked)
+            current = self.scheduler.drain_reason(command.node)
+            if current == command.drain_reason:
+                record(Step.DRAIN, StepStatus.SKIPPED, "already drained by this command")
+            else:
+                self.scheduler.drain(command.node, command.drain_reason)
+                record(Step.DRAIN, StepStatus.OK, f"drained: {command.drain_reason}")
+            for job in jobs:
+                self.scheduler.requeue(job)
+            record(Step.REQUEUE, StepStatus.OK if jobs else StepStatus.SKIPPED,
+                   f"requeued {len(jobs)} job(s)" if jobs else "no jobs on the node", jobs)
+            left = self.scheduler.jobs_on(command.node)
+            drained = self.scheduler.drain_reason(command.node) == command.drain_reason
+            ok = drained and not left
+            record(Step.VERIFY, StepStatus.OK if ok else StepStatus.FAILED,
+                   "node drained and empty" if ok else f"drained={drained}, jobs still on node: {left}")
+        except SentinelError as exc:
+            log.error("command %s on %s failed: %s", command.id, command.node, exc)
+            record(Step.VERIFY, StepStatus.FAILED, f"scheduler error: {exc}")
+        return results
+
+
+class DryRunActuator:
+    """Records what it would do and touches nothing: the default actuator."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def execute(self, command: Command) -> list[ActionResult]:
+        steps = [Step.DRAIN, Step.REQUEUE, Step.VERIFY]
+        if command.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE:
+            steps.insert(0, Step.CHECKPOINT)
+        return [ActionResult(id=f"{command.id}:{step.value}", command_id=command.id,
+                             incident_id=command.incident_id, node=command.node, ts=self.clock.now(), step=step,
+                             status=StepStatus.DRY_RUN, detail=f"dry-run: would {step.value} {command.node}")
+                for step in steps]

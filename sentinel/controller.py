@@ -1,0 +1,128 @@
+"""The controller service: findings -> incidents -> policy -> decisions -> commands; results -> store.
+
+Every effect is keyed by a stable id and written before the offset is committed: a redelivered finding finds
+its incident and decision already there and produces nothing new.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sentinel import codec
+from sentinel.clock import Clock
+from sentinel.config import PolicyConfig
+from sentinel.errors import CodecError
+from sentinel.events import (
+    SEVERITY_RANK,
+    ActionResult,
+    Command,
+    Decision,
+    Finding,
+    Incident,
+    IncidentStatus,
+    Mode,
+    Severity,
+    Step,
+    StepStatus,
+)
+from sentinel.metrics import Metrics
+from sentinel.policy import plans
+from sentinel.policy.engine import PolicyEngine
+from sentinel.store.repository import Repository
+from sentinel.transport import COMMANDS, FINDINGS, RESULTS, Message, Transport
+from sentinel.transport.deadletter import send_dead_letter
+
+log = logging.getLogger(__name__)
+
+OWNED_REASON_PREFIX = "sentinel:"
+
+
+class Controller:
+    def __init__(self, transport: Transport, repo: Repository, policy: PolicyEngine, config: PolicyConfig,
+                 metrics: Metrics, clock: Clock, group: str = "sentinel-controller") -> None:
+        self.transport = transport
+        self.repo = repo
+        self.policy = policy
+        self.config = config
+        self.metrics = metrics
+        self.clock = clock
+        self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
+
+    def step(self, max_messages: int = 500) -> int:
+        messages = self.consumer.poll(max_messages)
+        for message in messages:
+            self.metrics.messages_consumed.labels(message.topic).inc()
+            self._handle(message)
+        if messages:
+            self.consumer.commit()
+            self.metrics.open_incidents.set(self.repo.counts()["open_incidents"])
+        return len(messages)
+
+    def _handle(self, message: Message) -> None:
+        now = self.clock.now()
+        try:
+            record = codec.decode_as(message.value, Finding if message.topic == FINDINGS else ActionResult)
+        except CodecError as exc:
+            send_dead_letter(self.transport, message, exc.reason, self.metrics, now)
+            return
+        if isinstance(record, Finding):
+            self.on_finding(record, now)
+        elif isinstance(record, ActionResult):
+            self.on_result(record, now)
+
+    def on_finding(self, finding: Finding, now: float) -> Decision | None:
+        self.repo.ensure_node(finding.node, finding.observed_ts)
+        incident = self.repo.open_incident(finding.node)
+        if incident is None and finding.severity is Severity.INFO:
+            self.repo.add_finding(finding, None)  # recorded for the operator, no incident: nothing to track
+            return None
+        incident = self._incident_for(finding, incident, now)
+        self.repo.save_incident(incident)
+        self.repo.add_finding(finding, incident.id)
+        decision = self.policy.decide(incident, finding, max(self.repo.node_count(), 1), now)
+        if decision is None:
+            return None
+        self.repo.add_decision(decision)
+        log.info("decision %s on %s: %s/%s", decision.id, decision.node, decision.action, decision.mode)
+        if decision.mode is Mode.EXECUTE and plans.is_disruptive(decision.action):
+            self._command(decision, incident, now)
+        return decision
+
+    def _incident_for(self, finding: Finding, incident: Incident | None, now: float) -> Incident:
+        if incident is None:
+            return Incident(id=f"inc-{finding.node}-{int(finding.observed_ts)}", node=finding.node,
+                            opened_ts=finding.observed_ts, updated_ts=now, status=IncidentStatus.OPEN,
+                            severity=finding.severity, kind=finding.kind, summary=finding.summary,
+                            finding_ids=[finding.id])
+        worse = SEVERITY_RANK[finding.severity] > SEVERITY_RANK[incident.severity]
+        return Incident(id=incident.id, node=incident.node, opened_ts=incident.opened_ts, updated_ts=now,
+                        status=incident.status, severity=finding.severity if worse else incident.severity,
+                        kind=finding.kind if worse else incident.kind,
+                        summary=finding.summary if worse else incident.summary,
+                        finding_ids=[*incident.finding_ids, finding.id])
+
+    def _command(self, decision: Decision, incident: Incident, now: float) -> None:
+        reason = f"{OWNED_REASON_PREFIX} {incident.id} {incident.summary}"[:200]
+        command = Command(id=f"{decision.id}:cmd", decision_id=decision.id, incident_id=incident.id,
+                          node=decision.node, action=decision.action, ts=now,
+                          expires_ts=now + self.config.command_ttl_s, drain_reason=reason)
+        self.repo.add_command(command)
+        self.transport.publish(COMMANDS, command.node, codec.encode(command))
+        self.metrics.messages_published.labels(COMMANDS).inc()
+
+    def on_result(self, result: ActionResult, now: float) -> None:
+        final = result.step is Step.VERIFY
+        status = None
+        if final:
+            status = "done" if result.status in (StepStatus.OK, StepStatus.DRY_RUN) else "failed"
+        self.repo.add_results([result], command_status=status)
+        if final and result.status is StepStatus.OK:
+            incident_id = result.incident_id
+            incident = self.repo.open_incident(result.node)
+            if incident is not None and incident.id == incident_id:
+                self.repo.save_incident(Incident(
+                    id=incident.id, node=incident.node, opened_ts=incident.opened_ts, updated_ts=now,
+                    status=IncidentStatus.MITIGATED, severity=incident.severity, kind=incident.kind,
+                    summary=incident.summary, finding_ids=incident.finding_ids))
+            self.repo.set_node_drained(result.node, incident_id)
+

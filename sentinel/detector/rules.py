@@ -1,0 +1,140 @@
+"""Detection rules: functions of (window, sample or log event, config) that return findings.
+
+Each rule cites where its threshold comes from. A rule fires once per episode (the window remembers open
+episodes), so a GPU that stays lost or hot does not flood the policy; finding ids are derived from the evidence,
+so a replayed message yields the same id and the store ignores it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from sentinel.config import DetectorConfig
+from sentinel.detector.windows import NodeWindow, counter_delta
+from sentinel.detector.xid import classify
+from sentinel.events import (
+    EvidenceValue,
+    Finding,
+    FindingClass,
+    GpuReading,
+    GpuState,
+    LogEvent,
+    LogKind,
+    Recommendation,
+    Severity,
+    TelemetrySample,
+)
+
+# NVML clock-event reasons (nvml.h): HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
+THERMAL_THROTTLE_MASK = 0x20 | 0x40
+
+
+def _finding(rule: str, kind: FindingClass, node: str, now: float, observed: float, severity: Severity,
+             recommendation: Recommendation, confidence: float, summary: str, gpu: int | None,
+             evidence: dict[str, EvidenceValue]) -> Finding:
+    gpu_part = "node" if gpu is None else f"gpu{gpu}"
+    return Finding(id=f"{rule}:{node}:{gpu_part}:{int(observed * 1000)}", node=node, ts=now, observed_ts=observed,
+                   kind=kind, rule=rule, severity=severity, recommendation=recommendation, confidence=confidence,
+                   summary=summary, gpu_index=gpu, evidence=evidence)
+
+
+def xid_rule(event: LogEvent, now: float, gpu_index: int | None) -> Finding | None:
+    """An Xid from the kernel log, judged by the NVIDIA catalog (sentinel.detector.xid)."""
+    if event.kind is not LogKind.XID or event.xid is None:
+        return None
+    info = classify(event.xid, event.message)
+    evidence: dict[str, EvidenceValue] = {"xid": event.xid, "meaning": info.meaning, "line": event.message[:300]}
+    if event.pci_bus_id:
+        evidence["pci_bus_id"] = event.pci_bus_id
+    where = f"GPU {gpu_index}" if gpu_index is not None else (event.pci_bus_id or "unknown GPU")
+    return _finding("xid-catalog", FindingClass.GPU_XID, event.node, now, event.ts, info.severity,
+                    info.recommendation, 1.0, f"Xid {event.xid} on {where}: {info.meaning}", gpu_index, evidence)
+
+
+def sample_rules(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float,
+                 previous: dict[int, GpuReading]) -> list[Finding]:
+    """Rules over one new sample (already pushed into ``window``); ``previous`` holds each GPU's last reading."""
+    out: list[Finding] = []
+    for gpu in sample.gpus:
+        out.extend(_gpu_lost(window, sample, gpu, now))
+        out.extend(_ecc_dbe(window, sample, gpu, now, previous.get(gpu.index)))
+    out.extend(_thermal(window, sample, config, now))
+    return out
+
+
+def _gpu_lost(window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now: float) -> list[Finding]:
+    # NVML_ERROR_GPU_IS_LOST is what the driver reports after Xid 79 (fallen off the bus): reboot node.
+    if gpu.state is not GpuState.LOST:
+        window.lost.discard(gpu.index)
+        return []
+    if gpu.index in window.lost:
+        return []
+    window.lost.add(gpu.index)
+    return [_finding("gpu-lost", FindingClass.GPU_LOST, sample.node, now, sample.ts, Severity.FATAL,
+                     Recommendation.DRAIN, 1.0, f"GPU {gpu.index} no longer answers (fallen off the bus)", gpu.index,
+                     {"gpu_state": gpu.state.value, "pci_bus_id": gpu.pci_bus_id, "uuid": gpu.uuid})]
+
+
+def _ecc_dbe(window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now: float,
+             prev: GpuReading | None) -> list[Finding]:
+    # Azure healthagent: volatile double-bit ECC > 0 is an error; any increase means uncorrectable memory errors.
+    out: list[Finding] = []
+    delta = counter_delta(prev.ecc_dbe_volatile if prev else None, gpu.ecc_dbe_volatile)
+    if delta is not None and delta > 0:
+        out.append(_finding("ecc-dbe", FindingClass.GPU_ECC, sample.node, now, sample.ts, Severity.FATAL,
+                            Recommendation.DRAIN, 1.0, f"GPU {gpu.index}: {delta} new double-bit ECC error(s)",
+                            gpu.index, {"ecc_dbe_volatile": gpu.ecc_dbe_volatile or 0, "delta": delta}))
+    if gpu.row_remap_failure and not (prev and prev.row_remap_failure):
+        # Azure healthagent: row-remap failure != 0 is an error (the HBM has run out of spare rows).
+        out.append(_finding("row-remap-failure", FindingClass.GPU_ECC, sample.node, now, sample.ts, Severity.FATAL,
+                            Recommendation.DRAIN, 1.0, f"GPU {gpu.index}: row remapping failed", gpu.index,
+                            {"row_remap_failure": True}))
+    return out
+
+
+def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float) -> list[Finding]:
+    """Sustained over-temperature: ``sustain_samples`` consecutive readings at or above ``temp_c``.
+
+    Default 93 C from Azure healthagent's warning threshold; a GPU that sits there while climbing is in thermal
+    runaway and will hit hardware slowdown and then shutdown (or fall off the bus) — drain it before that.
+    """
+    rule = config.thermal
+    temps = window.recent(window.temp_c, rule.sustain_samples)
+    if temps.shape[0] < rule.sustain_samples:
+        return []
+    with np.errstate(invalid="ignore"):
+        hot = np.all(temps >= rule.temp_c, axis=0)
+        cool = np.all(temps < rule.temp_c - 3.0, axis=0)  # 3 C hysteresis before an episode ends
+    out: list[Finding] = []
+    for index in np.flatnonzero(cool):
+        window.hot_reported.discard(int(index))
+    throttle = window.recent(window.throttle, rule.sustain_samples)
+    for index in np.flatnonzero(hot):
+        gpu = int(index)
+        if gpu in window.hot_reported:
+            continue
+        window.hot_reported.add(gpu)
+        series = temps[:, gpu]
+        slope = float(series[-1] - series[0]) / max(len(series) - 1, 1)
+        throttled = bool(np.any(throttle[:, gpu] & THERMAL_THROTTLE_MASK))
+        confidence = min(1.0, 0.7 + 0.1 * (slope > 0) + 0.2 * throttled)
+        out.append(_finding("thermal-sustained", FindingClass.GPU_THERMAL, sample.node, now, sample.ts,
+                            Severity.CRITICAL, Recommendation.CHECKPOINT_DRAIN, confidence,
+                            f"GPU {gpu} at {series[-1]:.1f} C for {rule.sustain_samples} samples "
+                            f"(limit {rule.temp_c:.0f} C, {slope:+.2f} C/sample)", gpu,
+                            {"temp_c": round(float(series[-1]), 2), "limit_c": rule.temp_c,
+                             "slope_c_per_sample": round(slope, 3), "thermal_throttle": throttled}))
+    return out
+
+
+_PCI = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})")
+
+
+def pci_key(pci_bus_id: str) -> str | None:
+    """Normalise '0000:65:00', '00000000:65:00.0' and '65:00.0' to one key ('65:00') to match logs to GPUs."""
+    match = _PCI.match(pci_bus_id.strip())
+    if not match:
+        return None
+    return f"{match.group('bus').lower()}:{match.group('dev').lower()}"

@@ -1,0 +1,98 @@
+"""The detector service: telemetry and log topics in, findings out.
+
+Per poll: decode each message (bad ones become dead letters), push samples into per-node windows, run the
+rules, record the nodes and GPUs seen, publish findings keyed by node, then commit the offsets — after the
+effects, so a crash replays rather than loses (findings have stable ids; the store ignores repeats).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sentinel import codec
+from sentinel.clock import Clock
+from sentinel.config import DetectorConfig
+from sentinel.detector.rules import pci_key, sample_rules, xid_rule
+from sentinel.detector.windows import NodeWindow
+from sentinel.errors import CodecError
+from sentinel.events import Finding, GpuReading, LogEvent, TelemetrySample
+from sentinel.metrics import Metrics
+from sentinel.store.repository import Repository
+from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
+from sentinel.transport.deadletter import send_dead_letter
+
+log = logging.getLogger(__name__)
+
+
+class Detector:
+    def __init__(self, transport: Transport, repo: Repository, config: DetectorConfig, metrics: Metrics,
+                 clock: Clock, group: str = "sentinel-detector") -> None:
+        self.transport = transport
+        self.repo = repo
+        self.config = config
+        self.metrics = metrics
+        self.clock = clock
+        self.consumer = transport.consumer(group, [TELEMETRY, LOGS])
+        self.windows: dict[str, NodeWindow] = {}
+        self.last_gpus: dict[str, dict[int, GpuReading]] = {}
+        self.pci_index: dict[str, dict[str, int]] = {}  # node -> pci key -> GPU index
+
+    def step(self, max_messages: int = 2000) -> int:
+        """Handle what is waiting (up to ``max_messages``); return how many messages were handled."""
+        messages = self.consumer.poll(max_messages)
+        if not messages:
+            return 0
+        started = time.perf_counter()
+        now = self.clock.now()
+        samples: list[TelemetrySample] = []
+        findings: list[Finding] = []
+        for message in messages:
+            self.metrics.messages_consumed.labels(message.topic).inc()
+            record = self._decode(message, now)
+            if isinstance(record, TelemetrySample):
+                samples.append(record)
+                findings.extend(self.on_sample(record, now))
+            elif isinstance(record, LogEvent):
+                finding = self.on_log(record, now)
+                if finding is not None:
+                    findings.append(finding)
+        self.repo.record_samples(samples)
+        for finding in findings:
+            self.transport.publish(FINDINGS, finding.node, codec.encode(finding))
+            self.metrics.messages_published.labels(FINDINGS).inc()
+            self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
+        self.consumer.commit()
+        self.metrics.detect_seconds.observe(time.perf_counter() - started)
+        return len(messages)
+
+    def _decode(self, message: Message, now: float) -> TelemetrySample | LogEvent | None:
+        kind = TelemetrySample if message.topic == TELEMETRY else LogEvent
+        try:
+            return codec.decode_as(message.value, kind)
+        except CodecError as exc:
+            send_dead_letter(self.transport, message, exc.reason, self.metrics, now)
+            return None
+
+    def on_sample(self, sample: TelemetrySample, now: float) -> list[Finding]:
+        window = self.windows.get(sample.node)
+        if window is None:
+            window = self.windows[sample.node] = NodeWindow(self.config.window_samples, max(len(sample.gpus), 1))
+        if sample.ts < window.last_ts:
+            log.debug("out-of-order sample from %s ignored (%.3f < %.3f)", sample.node, sample.ts, window.last_ts)
+            return []
+        window.push(sample)
+        self.metrics.samples.inc()
+        self.metrics.gpu_samples.inc(len(sample.gpus))
+        previous = self.last_gpus.get(sample.node, {})
+        found = sample_rules(window, sample, self.config, now, previous)
+        self.last_gpus[sample.node] = {g.index: g for g in sample.gpus}
+        self.pci_index[sample.node] = {k: g.index for g in sample.gpus if (k := pci_key(g.pci_bus_id))}
+        return found
+
+    def on_log(self, event: LogEvent, now: float) -> Finding | None:
+        gpu_index = event.gpu_index
+        if gpu_index is None and event.pci_bus_id:
+            key = pci_key(event.pci_bus_id)
+            gpu_index = self.pci_index.get(event.node, {}).get(key) if key else None
+        return xid_rule(event, now, gpu_index)
