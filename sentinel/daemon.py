@@ -63,7 +63,7 @@ def validate(config: Config) -> None:
 
 
 def open_repository(config: Config, migrate: bool) -> Repository:
-    engine = store_engine.make_engine(config.store.url)
+    engine = store_engine.make_engine(config.store.url, must_exist=not migrate)
     if migrate:
         store_engine.upgrade(engine)
     else:

@@ -36,7 +36,8 @@ class PolicyEngine:
         reasons: list[str] = []
         if plans.is_disruptive(action):
             proposal = Proposal(incident.node, incident.id, action)
-            ctx = GuardContext(self.config, now, self.repo.last_executed_ts(incident.node))
+            ctx = GuardContext(self.config, now, self.repo.last_executed_ts(incident.node),
+                               self.repo.drained_by(incident.node))
             for name, guard in self.guards.items():
                 reason = guard(proposal, ctx)
                 if reason:

@@ -25,9 +25,15 @@ class GuardContext:
     config: PolicyConfig
     now: float
     last_executed_ts: float | None  # last disruptive action carried out on this node
+    drained_by: str | None  # incident id Sentinel drained this node for, if it is still held drained
 
 
 Guard = Callable[[Proposal, GuardContext], str | None]
+
+
+def already_drained(p: Proposal, ctx: GuardContext) -> str | None:
+    """Dedup: a node Sentinel already holds drained needs no second drain, whatever else it reports."""
+    return f"node already drained by Sentinel for {ctx.drained_by}" if ctx.drained_by else None
 
 
 def opt_out(p: Proposal, ctx: GuardContext) -> str | None:
@@ -50,4 +56,4 @@ def observe_only(p: Proposal, ctx: GuardContext) -> str | None:
     return 'observe-only mode (set policy.mode = "act" to act)' if ctx.config.mode != "act" else None
 
 
-GUARDS: dict[str, Guard] = {"opt_out": opt_out, "cooldown": cooldown, "observe_only": observe_only}
+GUARDS: dict[str, Guard] = {"dedup": already_drained, "opt_out": opt_out, "cooldown": cooldown, "observe_only": observe_only}

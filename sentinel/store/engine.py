@@ -16,12 +16,18 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sentinel.errors import StoreError
 
 
-def make_engine(url: str) -> Engine:
-    """Create an engine; for SQLite turn on WAL, foreign keys and a busy timeout on every connection."""
+def make_engine(url: str, must_exist: bool = False) -> Engine:
+    """Create an engine; for SQLite turn on WAL, foreign keys and a busy timeout on every connection.
+
+    ``must_exist`` (readers such as the CLI) refuses a SQLite file that is not there instead of creating it.
+    """
     try:
         parsed = make_url(url)
         if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            path = Path(parsed.database)
+            if must_exist and not path.exists():
+                raise StoreError(f"no store at {path} (run `sentinel db upgrade`, `sentinel run` or `sentinel demo`)")
+            path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, future=True)
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
         raise StoreError(f"store.url {url!r}: {exc}") from None

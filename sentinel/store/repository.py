@@ -158,6 +158,10 @@ class Repository:
             value = conn.execute(query).scalar_one_or_none()
         return None if value is None else float(value)
 
+    def drained_by(self, node: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(select(s.nodes.c.drained_incident_id).where(s.nodes.c.name == node)).scalar()
+
     def node_count(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(s.nodes)).scalar_one())
@@ -183,10 +187,16 @@ class Repository:
                 row["findings"] = conn.execute(
                     select(func.count()).select_from(s.findings).where(s.findings.c.incident_id == row["id"])
                 ).scalar_one()
-                last = conn.execute(select(s.decisions.c.action, s.decisions.c.mode)
-                                    .where(s.decisions.c.incident_id == row["id"])
-                                    .order_by(s.decisions.c.ts.desc()).limit(1)).first()
-                row["decision"] = f"{last.action}/{last.mode}" if last else ""
+                decided = conn.execute(select(s.decisions.c.action, s.decisions.c.mode)
+                                       .where(s.decisions.c.incident_id == row["id"])
+                                       .order_by(s.decisions.c.ts)).all()
+                executed = [d.action for d in decided if d.mode == Mode.EXECUTE.value]
+                if executed:
+                    row["decision"] = executed[-1]
+                elif decided:
+                    row["decision"] = f"{decided[-1].action} (observed)"
+                else:
+                    row["decision"] = ""
         return rows
 
     def table(self, name: str, order_by: str = "ts") -> list[dict[str, Any]]:
@@ -218,7 +228,9 @@ class Repository:
         """Insert rows whose key is new; return how many were inserted (0 when all existed)."""
         stmt = self._insert_stmt(conn, table).on_conflict_do_nothing()
         if len(rows) == 1:
-            return int(conn.execute(stmt.values(rows[0])).rowcount or 0)
+            # RETURNING, not rowcount: psycopg 3 reports -1 for INSERT .. ON CONFLICT through SQLAlchemy.
+            key = list(table.primary_key.columns)[0]
+            return len(conn.execute(stmt.values(rows[0]).returning(key)).all())
         conn.execute(stmt, rows)
         return len(rows)  # executemany gives no reliable rowcount; callers of batches ignore it
 

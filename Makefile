@@ -1,0 +1,36 @@
+# Two commands: `make demo` and `make test`. Both create .venv when missing and install the project into it.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+
+.PHONY: demo test lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,dev]'
+	touch $@ $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/sentinel demo
+
+# tests/services.sh starts the real services the tests use (PostgreSQL now) and stops exactly what it started.
+# pytest exits 5 when it collected no test: that fails the target too.
+test: $(TEST_STAMP)
+	@bash -c 'set -e; trap "bash tests/services.sh stop" EXIT; bash tests/services.sh start; \
+		eval "$$(bash tests/services.sh env postgres)"; $(BIN)/python -m pytest $(PYTEST_ARGS)'
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check sentinel collectors models migrations tests
+	$(BIN)/mypy sentinel collectors models
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache sentinel-demo.db*
