@@ -200,15 +200,26 @@ def cmd_bench_codec(args: argparse.Namespace) -> int:
 
 
 # ----- parser ---------------------------------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
+def _common(top: bool) -> argparse.ArgumentParser:
+    """Options accepted before or after the verb; after the verb they must not reset what was given before."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", metavar="FILE", help="TOML config (default: $SENTINEL_CONFIG, else defaults)")
-    common.add_argument("--db", metavar="URL|PATH", help="store URL or SQLite file; overrides store.url")
-    common.add_argument("--output", "-o", choices=("table", "json"), default="table", help="output format")
-    common.add_argument("--debug", action="store_true", help="show tracebacks and debug logs")
 
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    common.add_argument("--config", metavar="FILE", default=default(None),
+                        help="TOML config (default: $SENTINEL_CONFIG, else defaults)")
+    common.add_argument("--db", metavar="URL|PATH", default=default(None),
+                        help="store URL or SQLite file; overrides store.url")
+    common.add_argument("--output", "-o", choices=("table", "json"), default=default("table"), help="output format")
+    common.add_argument("--debug", action="store_true", default=default(False), help="show tracebacks and debug logs")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common(top=False)
     parser = argparse.ArgumentParser(
-        prog="sentinel", parents=[common],
+        prog="sentinel", parents=[_common(top=True)],
         description="Sentinel: predict GPU node failures and move training jobs off failing nodes before they crash.",
         epilog="Start with `sentinel demo`. Each verb has its own --help.")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)

@@ -19,7 +19,6 @@ R = TypeVar("R", bound=msgspec.Struct)
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(WireRecord)
-_typed_decoders: dict[type, msgspec.json.Decoder] = {}
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
@@ -35,11 +34,15 @@ def decode(data: bytes) -> WireRecord:
 
 
 def decode_as(data: bytes, kind: type[R]) -> R:
-    """Decode a record that must be of type ``kind`` (e.g. the telemetry topic carries only samples)."""
-    decoder = _typed_decoders.get(kind)
-    if decoder is None:
-        decoder = _typed_decoders[kind] = msgspec.json.Decoder(kind)
-    return _checked(decoder, data)  # type: ignore[no-any-return]
+    """Decode a record that must be of type ``kind`` (e.g. the telemetry topic carries only samples).
+
+    Goes through the tagged union rather than a decoder for ``kind`` alone: that one would accept a message
+    with no ``type`` tag at all.
+    """
+    record = _checked(_decoder, data)
+    if not isinstance(record, kind):
+        raise CodecError(f"expected a {kind.__name__} record, got {type(record).__name__}")
+    return record
 
 
 def _checked(decoder: msgspec.json.Decoder, data: bytes) -> WireRecord:

@@ -116,13 +116,13 @@ def _report(options: DemoOptions, cluster: SimCluster, scheduler: SimScheduler, 
     acted_nodes = {d["node"] for d in executed}
     drained = {n for n, s in scheduler.nodes.items() if (s.drain_reason or "").startswith("sentinel:")}
     benign_nodes = {f.node for f in cluster.faults if f.kind is FaultKind.XID13} - fatal_nodes
-    lead_times = []
-    for event in cluster.events:
-        if "thermal shutdown" in event.what:
-            drains = [r["ts"] for r in results if r["node"] == event.node and r["step"] == "drain"
-                      and r["status"] == "ok"]
-            if drains:
-                lead_times.append(event.ts - min(drains))
+    lead_times = []  # how long before the GPU shut down its node was drained (only drains that came first)
+    shutdowns = [e for e in cluster.events if "thermal shutdown" in e.what]
+    for event in shutdowns:
+        drains = [r["ts"] for r in results if r["node"] == event.node and r["step"] == "drain"
+                  and r["status"] == "ok" and r["ts"] < event.ts]
+        if drains:
+            lead_times.append(event.ts - min(drains))
     crashed = [e for e in cluster.events if e.job is not None]
     summary = {
         "nodes": options.nodes,
@@ -138,6 +138,8 @@ def _report(options: DemoOptions, cluster: SimCluster, scheduler: SimScheduler, 
         "false_actions": len([d for d in executed if d["node"] not in fatal_nodes]),
         "mean_detection_delay_s": round(statistics.fmean(delays), 1) if delays else None,
         "detection_delay_s_by_kind": {k: round(statistics.fmean(v), 1) for k, v in sorted(by_kind.items())},
+        "thermal_shutdowns": len(shutdowns),
+        "thermal_drained_before_shutdown": len(lead_times),
         "thermal_lead_time_s": [round(x, 1) for x in lead_times],
         "jobs_crashed_by_faults": len(crashed),
         "jobs_checkpointed_before_drain": sum(1 for r in results if r["step"] == "checkpoint" and r["status"] == "ok"),

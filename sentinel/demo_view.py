@@ -30,7 +30,10 @@ def render_demo(report: DemoReport, limit: int = 200) -> str:
         {"what": "actions on healthy nodes", "value": s["false_actions"]},
         {"what": "mean detection delay (s)", "value": s["mean_detection_delay_s"]},
         {"what": "  by fault kind (s)", "value": _kv(s["detection_delay_s_by_kind"])},
-        {"what": "thermal: drained before shutdown by (s)", "value": ", ".join(map(str, s["thermal_lead_time_s"]))},
+        {"what": "thermal faults drained before shutdown", "value": f"{s['thermal_drained_before_shutdown']}/"
+                                                                    f"{s['thermal_shutdowns']}, by "
+                                                                    + ", ".join(f"{x:.0f} s" for x in
+                                                                                s["thermal_lead_time_s"])},
         {"what": "jobs checkpointed before drain", "value": s["jobs_checkpointed_before_drain"]},
         {"what": "jobs crashed by faults with no warning", "value": s["jobs_crashed_by_faults"]},
     ]

@@ -21,11 +21,14 @@ SCHEMA_VERSION = 1
 Finite = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]
 Fraction = Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
 Timestamp = Annotated[float, msgspec.Meta(ge=0.0, le=1e11)]
-CounterValue = Annotated[int, msgspec.Meta(ge=0)]
+# Device counters are unsigned 64-bit; values past int64 never occur in practice and would overflow numpy
+# windows and SQL BIGINT, so the codec caps them there.
+CounterValue = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 # Node and job names end up in scheduler commands (argv only, never a shell) and in SQL: keep them boring.
-NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+# \Z, not $: `$` also matches before a trailing newline.
+NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z"
 NodeName = Annotated[str, msgspec.Meta(pattern=NODE_NAME_PATTERN)]
-JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
+JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}\Z"
 JobId = Annotated[str, msgspec.Meta(pattern=JOB_ID_PATTERN)]
 RecordId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Text = Annotated[str, msgspec.Meta(max_length=4096)]

@@ -9,6 +9,7 @@ GPU anyway, so the job must move and the node must leave the pool until an opera
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sentinel.events import Recommendation, Severity
@@ -61,14 +62,19 @@ CATALOG: dict[int, XidInfo] = {
     ]
 }
 
+_RECOVERY_TARGET = re.compile(r"\bto\s+0x(?P<code>[0-9a-fA-F]+)\s*\((?P<name>[^)]*)\)")
+
 UNKNOWN = XidInfo("Xid not in Sentinel's catalog: an operator should look", Severity.WARNING, Recommendation.ALERT)
 
 
 def classify(code: int, message: str = "") -> XidInfo:
     """Catalog entry for ``code``; Xid 154 (recovery action changed) is judged from the action it names."""
     if code == 154:
-        text = message.lower()
-        if "reboot required" in text or "reset required" in text:
-            return XidInfo("GPU recovery action requires a reset or reboot", *_FATAL)
+        # "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)": judge the new action.
+        match = _RECOVERY_TARGET.search(message)
+        if match and int(match.group("code"), 16) != 0:
+            return XidInfo(f"GPU recovery action now {match.group('name')}", *_FATAL)
+        if match:
+            return XidInfo("GPU recovery action cleared", Severity.INFO, Recommendation.NONE)
         return XidInfo("GPU recovery action changed", *_WATCH)
     return CATALOG.get(code, UNKNOWN)

@@ -6,6 +6,7 @@ detector cannot tell it from a fleet. The detector never imports this package.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -24,6 +25,7 @@ from sentinel.sim.scheduler import SimScheduler
 
 HBM_BYTES = 80 * 1024**3
 HW_THERMAL_SLOWDOWN = 0x40
+THERMAL_TIME_CONSTANT_S = 60.0
 
 
 @dataclass
@@ -38,6 +40,8 @@ class SimGpu:
     ecc_dbe: int = 0
     pcie_replay: int = 0
     runaway_since: float | None = None
+    temp_c: float | None = None  # die temperature follows its target with a thermal lag
+    temp_ts: float | None = None
 
 
 @dataclass
@@ -134,11 +138,18 @@ class SimCluster:
             return GpuReading(index=gpu.index, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id, model="NVIDIA H100 80GB HBM3",
                               state=GpuState.LOST)
         rng = self.rng
-        temp = (67.0 if busy else 34.0) + gpu.temp_offset_c + rng.gauss(0, 0.6)
+        target = (67.0 if busy else 34.0) + gpu.temp_offset_c
+        if gpu.runaway_since is not None:
+            target += THERMAL_RISE_C_PER_S * (now - gpu.runaway_since)
+        if gpu.temp_c is None or gpu.temp_ts is None:
+            gpu.temp_c = target
+        else:  # first-order lag: a GPU heats up or cools down over about a minute, not instantly
+            gpu.temp_c += (target - gpu.temp_c) * (1.0 - math.exp(-(now - gpu.temp_ts) / THERMAL_TIME_CONSTANT_S))
+        gpu.temp_ts = now
+        temp = gpu.temp_c + rng.gauss(0, 0.6)
         throttle = 0
         clock_mhz = 1980.0 if busy else 345.0
         if gpu.runaway_since is not None:
-            temp += THERMAL_RISE_C_PER_S * (now - gpu.runaway_since)
             if temp >= THERMAL_SLOWDOWN_C:
                 throttle |= HW_THERMAL_SLOWDOWN
                 clock_mhz *= 0.6
