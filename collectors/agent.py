@@ -25,8 +25,9 @@ class HostSource(Protocol):
 
 
 class Agent:
-    def __init__(self, node: str, host: HostSource | None, transport: Transport, metrics: Metrics,
-                 clock: Clock) -> None:
+    def __init__(
+        self, node: str, host: HostSource | None, transport: Transport, metrics: Metrics, clock: Clock
+    ) -> None:
         self.node = node
         self.host = host
         self.transport = transport
@@ -44,8 +45,7 @@ class Agent:
                 errors[self.host.name] = f"{type(exc).__name__}: {exc}"[:4096]
                 self.metrics.collector_errors.labels(self.host.name).inc()
         self.seq += 1
-        return TelemetrySample(node=self.node, ts=self.clock.now(), seq=self.seq, host=host,
-                               collector_errors=errors)
+        return TelemetrySample(node=self.node, ts=self.clock.now(), seq=self.seq, host=host, collector_errors=errors)
 
     def publish_once(self) -> bool:
         """Collect and publish one sample; False (logged, counted) when the transport refused it."""

@@ -30,8 +30,14 @@ class HostCollector:
             parts = rest.split()
             if parts and parts[0].isdigit():
                 meminfo[key] = int(parts[0]) * 1024  # values are in kB
-        return HostReading(boot_id=boot_id, uptime_s=uptime_s, load1=load1, cpu_util_pct=self._cpu_util(),
-                           mem_total_bytes=meminfo.get("MemTotal"), mem_available_bytes=meminfo.get("MemAvailable"))
+        return HostReading(
+            boot_id=boot_id,
+            uptime_s=uptime_s,
+            load1=load1,
+            cpu_util_pct=self._cpu_util(),
+            mem_total_bytes=meminfo.get("MemTotal"),
+            mem_available_bytes=meminfo.get("MemAvailable"),
+        )
 
     def _cpu_util(self) -> float | None:
         """CPU busy share since the previous read (None on the first read or after a counter reset)."""

@@ -84,8 +84,10 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     cfg = _load_config(args)
     engine = store_engine.make_engine(cfg.store.url)
     store_engine.upgrade(engine)
-    print(f"store {engine.url.render_as_string(hide_password=True)} is at revision "
-          f"{store_engine.current_revision(engine)} (head)")
+    print(
+        f"store {engine.url.render_as_string(hide_password=True)} is at revision "
+        f"{store_engine.current_revision(engine)} (head)"
+    )
     return EXIT_OK
 
 
@@ -95,8 +97,12 @@ def cmd_db_current(args: argparse.Namespace) -> int:
     cfg = _load_config(args)
     engine = store_engine.make_engine(cfg.store.url)
     current, head = store_engine.current_revision(engine), store_engine.head_revision()
-    data = {"url": engine.url.render_as_string(hide_password=True), "current": current, "head": head,
-            "up_to_date": current == head}
+    data = {
+        "url": engine.url.render_as_string(hide_password=True),
+        "current": current,
+        "head": head,
+        "up_to_date": current == head,
+    }
     _out(args, data, f"current: {current or 'none (run `sentinel db upgrade`)'}\nhead:    {head}")
     return EXIT_OK if current == head else EXIT_ERROR
 
@@ -106,8 +112,14 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     for row in rows:
         row["state"] = "drained" if row["drained_incident_id"] else ("at risk" if row["open_incidents"] else "ok")
         row["last_seen"] = fmt_ts(row["last_seen_ts"])
-    columns = [("name", "node"), ("state", "state"), ("gpu_count", "gpus"), ("open_incidents", "open incidents"),
-               ("drained_incident_id", "drained by"), ("last_seen", "last seen (UTC)")]
+    columns = [
+        ("name", "node"),
+        ("state", "state"),
+        ("gpu_count", "gpus"),
+        ("open_incidents", "open incidents"),
+        ("drained_incident_id", "drained by"),
+        ("last_seen", "last seen (UTC)"),
+    ]
     _out(args, rows, render(rows, columns) if rows else "no nodes recorded yet")
     return EXIT_OK
 
@@ -119,9 +131,17 @@ def cmd_incidents(args: argparse.Namespace) -> int:
     rows = _repo(args).incidents(node=args.node, since_ts=since_ts, limit=args.limit)
     for row in rows:
         row["opened"] = fmt_ts(row["opened_ts"])
-    columns = [("id", "incident"), ("node", "node"), ("status", "status"), ("severity", "severity"),
-               ("kind", "kind"), ("findings", "findings"), ("decision", "action"), ("opened", "opened (UTC)"),
-               ("summary", "summary")]
+    columns = [
+        ("id", "incident"),
+        ("node", "node"),
+        ("status", "status"),
+        ("severity", "severity"),
+        ("kind", "kind"),
+        ("findings", "findings"),
+        ("decision", "action"),
+        ("opened", "opened (UTC)"),
+        ("summary", "summary"),
+    ]
     _out(args, rows, render(rows, columns, max_width=70) if rows else "no incidents")
     return EXIT_OK
 
@@ -131,9 +151,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     counts = repo.counts()
     breaker = repo.load_breaker()
     cfg = _load_config(args)
-    data = {"store": repo.engine.url.render_as_string(hide_password=True), "policy_mode": cfg.policy.mode,
-            "actuator": cfg.actuator.kind, "breaker_open": bool(breaker and breaker.is_open),
-            "breaker_reason": breaker.reason if breaker else "", **counts}
+    data = {
+        "store": repo.engine.url.render_as_string(hide_password=True),
+        "policy_mode": cfg.policy.mode,
+        "actuator": cfg.actuator.kind,
+        "breaker_open": bool(breaker and breaker.is_open),
+        "breaker_reason": breaker.reason if breaker else "",
+        **counts,
+    }
     lines = [f"{k.replace('_', ' '):<16} {v}" for k, v in data.items()]
     _out(args, data, "\n".join(lines))
     return EXIT_OK
@@ -146,8 +171,12 @@ def cmd_breaker(args: argparse.Namespace) -> int:
     repo = _repo(args)
     breaker = Breaker(repo, _load_config(args).policy.breaker, Metrics())
     state = breaker.reset(time.time()) if args.action == "reset" else breaker.state()
-    data = {"open": state.is_open, "reason": state.reason, "changed": fmt_ts(state.changed_ts or None),
-            "nodes_in_window": len({n for _, n in state.recent})}
+    data = {
+        "open": state.is_open,
+        "reason": state.reason,
+        "changed": fmt_ts(state.changed_ts or None),
+        "nodes_in_window": len({n for _, n in state.recent}),
+    }
     verb = "reset: breaker closed" if args.action == "reset" else ("OPEN" if state.is_open else "closed")
     _out(args, data, f"breaker {verb}" + (f" ({state.reason})" if state.reason else ""))
     return EXIT_OK
@@ -160,12 +189,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"sentinel run: node {cfg.node_name()}, policy {cfg.policy.mode}, actuator {cfg.actuator.kind}, "
-          f"store {cfg.store.url}; Ctrl-C to stop", file=sys.stderr)
+    print(
+        f"sentinel run: node {cfg.node_name()}, policy {cfg.policy.mode}, actuator {cfg.actuator.kind}, "
+        f"store {cfg.store.url}; Ctrl-C to stop",
+        file=sys.stderr,
+    )
     pipeline = daemon.run(cfg, stop, max_cycles=args.cycles)
     counts = pipeline.repo.counts()
-    print(f"stopped: {counts['nodes']} node(s), {counts['findings']} finding(s), {counts['incidents']} incident(s)",
-          file=sys.stderr)
+    print(
+        f"stopped: {counts['nodes']} node(s), {counts['findings']} finding(s), {counts['incidents']} incident(s)",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -173,13 +207,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from sentinel.demo import DemoOptions, run_demo
     from sentinel.demo_view import expectations_met, render_demo
 
-    options = DemoOptions(nodes=args.nodes, duration_s=parse_duration(args.duration), seed=args.seed,
-                          db_path=args.db_path)
+    options = DemoOptions(
+        nodes=args.nodes, duration_s=parse_duration(args.duration), seed=args.seed, db_path=args.db_path
+    )
 
     def progress(fraction: float) -> None:
         if not args.json and sys.stderr.isatty():
-            print(f"\rsimulating {options.nodes} nodes x {options.gpus} GPUs: {fraction:4.0%}", end="",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\rsimulating {options.nodes} nodes x {options.gpus} GPUs: {fraction:4.0%}",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
 
     report = run_demo(options, progress)
     if not args.json and sys.stderr.isatty():
@@ -207,10 +246,12 @@ def _common(top: bool) -> argparse.ArgumentParser:
     def default(value: Any) -> Any:
         return value if top else argparse.SUPPRESS
 
-    common.add_argument("--config", metavar="FILE", default=default(None),
-                        help="TOML config (default: $SENTINEL_CONFIG, else defaults)")
-    common.add_argument("--db", metavar="URL|PATH", default=default(None),
-                        help="store URL or SQLite file; overrides store.url")
+    common.add_argument(
+        "--config", metavar="FILE", default=default(None), help="TOML config (default: $SENTINEL_CONFIG, else defaults)"
+    )
+    common.add_argument(
+        "--db", metavar="URL|PATH", default=default(None), help="store URL or SQLite file; overrides store.url"
+    )
     common.add_argument("--output", "-o", choices=("table", "json"), default=default("table"), help="output format")
     common.add_argument("--debug", action="store_true", default=default(False), help="show tracebacks and debug logs")
     return common
@@ -219,9 +260,11 @@ def _common(top: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     common = _common(top=False)
     parser = argparse.ArgumentParser(
-        prog="sentinel", parents=[_common(top=True)],
+        prog="sentinel",
+        parents=[_common(top=True)],
         description="Sentinel: predict GPU node failures and move training jobs off failing nodes before they crash.",
-        epilog="Start with `sentinel demo`. Each verb has its own --help.")
+        epilog="Start with `sentinel demo`. Each verb has its own --help.",
+    )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     def verb(name: str, help_text: str, func: Any, **kw: Any) -> argparse.ArgumentParser:
@@ -236,8 +279,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--nodes", type=int, default=16, help="simulated nodes, 8 GPUs each (default 16, minimum 9)")
     demo.add_argument("--duration", default="1h", help="simulated time, e.g. 30m, 1h, 6h (default 1h)")
     demo.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
-    demo.add_argument("--db-path", default="sentinel-demo.db",
-                      help="SQLite file for the demo's store, recreated each run (default sentinel-demo.db)")
+    demo.add_argument(
+        "--db-path",
+        default="sentinel-demo.db",
+        help="SQLite file for the demo's store, recreated each run (default sentinel-demo.db)",
+    )
     demo.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
     config = verbs.add_parser("config", help="configuration tools").add_subparsers(dest="sub", required=True)
@@ -247,9 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     db = verbs.add_parser("db", help="store schema migrations").add_subparsers(dest="sub", required=True)
     db.add_parser("upgrade", parents=[common], help="migrate the store to the newest schema").set_defaults(
-        func=cmd_db_upgrade)
+        func=cmd_db_upgrade
+    )
     db.add_parser("current", parents=[common], help="show the store's schema revision").set_defaults(
-        func=cmd_db_current)
+        func=cmd_db_current
+    )
 
     verb("nodes", "list known nodes and their state", cmd_nodes)
     incidents = verb("incidents", "list incidents, newest first", cmd_incidents)
@@ -272,8 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         return int(args.func(args))
     except SentinelError as exc:

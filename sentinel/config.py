@@ -40,7 +40,7 @@ class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     pass
 
 
-class AgentConfig(_Section):
+class AgentConfig(_Section, frozen=True):
     node: str = ""  # empty: this host's short name
     interval_s: float = 10.0
     collectors: list[str] = msgspec.field(default_factory=lambda: ["host"])
@@ -51,7 +51,7 @@ class AgentConfig(_Section):
             _require(re.match(NODE_NAME_PATTERN, self.node) is not None, "node", "not a valid node name", self.node)
 
 
-class TransportConfig(_Section):
+class TransportConfig(_Section, frozen=True):
     kind: str = "memory"
     capacity: int = 100_000  # messages held per topic by the embedded transport before producers are refused
 
@@ -59,7 +59,7 @@ class TransportConfig(_Section):
         _require(self.capacity >= 1, "capacity", "must be >= 1", self.capacity)
 
 
-class ThermalRuleConfig(_Section):
+class ThermalRuleConfig(_Section, frozen=True):
     temp_c: float = 93.0  # Azure healthagent warns above 93 C (domain.md)
     sustain_samples: int = 3
 
@@ -68,7 +68,7 @@ class ThermalRuleConfig(_Section):
         _require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
 
 
-class DetectorConfig(_Section):
+class DetectorConfig(_Section, frozen=True):
     window_samples: int = 60
     thermal: ThermalRuleConfig = msgspec.field(default_factory=ThermalRuleConfig)
 
@@ -76,7 +76,7 @@ class DetectorConfig(_Section):
         _require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)
 
 
-class BreakerConfig(_Section):
+class BreakerConfig(_Section, frozen=True):
     max_fraction: float = 0.1
     window_s: float = 3600.0
 
@@ -85,7 +85,7 @@ class BreakerConfig(_Section):
         _positive("window_s", self.window_s)
 
 
-class PolicyConfig(_Section):
+class PolicyConfig(_Section, frozen=True):
     mode: Literal["observe", "act"] = "observe"
     cooldown_s: float = 600.0
     opt_out_nodes: list[str] = msgspec.field(default_factory=list)
@@ -97,27 +97,29 @@ class PolicyConfig(_Section):
         _positive("command_ttl_s", self.command_ttl_s)
 
 
-class ActuatorConfig(_Section):
+class ActuatorConfig(_Section, frozen=True):
     kind: str = "dryrun"
 
 
-class StoreConfig(_Section):
+class StoreConfig(_Section, frozen=True):
     url: str = "sqlite:///sentinel.db"
 
     def __post_init__(self) -> None:
         _require("://" in self.url, "url", "must be a SQLAlchemy URL like sqlite:///path.db", self.url)
 
 
-class MetricsConfig(_Section):
+class MetricsConfig(_Section, frozen=True):
     listen: str = ""  # "127.0.0.1:9400" serves /metrics; empty serves nothing
 
     def __post_init__(self) -> None:
         if self.listen:
             host, _, port = self.listen.rpartition(":")
-            _require(bool(host) and port.isdigit() and 0 < int(port) < 65536, "listen", "must be HOST:PORT", self.listen)
+            _require(
+                bool(host) and port.isdigit() and 0 < int(port) < 65536, "listen", "must be HOST:PORT", self.listen
+            )
 
 
-class Config(_Section):
+class Config(_Section, frozen=True):
     agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
     detector: DetectorConfig = msgspec.field(default_factory=DetectorConfig)

@@ -38,8 +38,16 @@ OWNED_REASON_PREFIX = "sentinel:"
 
 
 class Controller:
-    def __init__(self, transport: Transport, repo: Repository, policy: PolicyEngine, config: PolicyConfig,
-                 metrics: Metrics, clock: Clock, group: str = "sentinel-controller") -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        repo: Repository,
+        policy: PolicyEngine,
+        config: PolicyConfig,
+        metrics: Metrics,
+        clock: Clock,
+        group: str = "sentinel-controller",
+    ) -> None:
         self.transport = transport
         self.repo = repo
         self.policy = policy
@@ -90,22 +98,42 @@ class Controller:
 
     def _incident_for(self, finding: Finding, incident: Incident | None, now: float) -> Incident:
         if incident is None:
-            return Incident(id=f"inc-{finding.node}-{int(finding.observed_ts)}", node=finding.node,
-                            opened_ts=finding.observed_ts, updated_ts=now, status=IncidentStatus.OPEN,
-                            severity=finding.severity, kind=finding.kind, summary=finding.summary,
-                            finding_ids=[finding.id])
+            return Incident(
+                id=f"inc-{finding.node}-{int(finding.observed_ts)}",
+                node=finding.node,
+                opened_ts=finding.observed_ts,
+                updated_ts=now,
+                status=IncidentStatus.OPEN,
+                severity=finding.severity,
+                kind=finding.kind,
+                summary=finding.summary,
+                finding_ids=[finding.id],
+            )
         worse = SEVERITY_RANK[finding.severity] > SEVERITY_RANK[incident.severity]
-        return Incident(id=incident.id, node=incident.node, opened_ts=incident.opened_ts, updated_ts=now,
-                        status=incident.status, severity=finding.severity if worse else incident.severity,
-                        kind=finding.kind if worse else incident.kind,
-                        summary=finding.summary if worse else incident.summary,
-                        finding_ids=[*incident.finding_ids, finding.id])
+        return Incident(
+            id=incident.id,
+            node=incident.node,
+            opened_ts=incident.opened_ts,
+            updated_ts=now,
+            status=incident.status,
+            severity=finding.severity if worse else incident.severity,
+            kind=finding.kind if worse else incident.kind,
+            summary=finding.summary if worse else incident.summary,
+            finding_ids=[*incident.finding_ids, finding.id],
+        )
 
     def _command(self, decision: Decision, incident: Incident, now: float) -> None:
         reason = f"{OWNED_REASON_PREFIX} {incident.id} {incident.summary}"[:200]
-        command = Command(id=f"{decision.id}:cmd", decision_id=decision.id, incident_id=incident.id,
-                          node=decision.node, action=decision.action, ts=now,
-                          expires_ts=now + self.config.command_ttl_s, drain_reason=reason)
+        command = Command(
+            id=f"{decision.id}:cmd",
+            decision_id=decision.id,
+            incident_id=incident.id,
+            node=decision.node,
+            action=decision.action,
+            ts=now,
+            expires_ts=now + self.config.command_ttl_s,
+            drain_reason=reason,
+        )
         self.repo.add_command(command)
         self.transport.publish(COMMANDS, command.node, codec.encode(command))
         self.metrics.messages_published.labels(COMMANDS).inc()
@@ -120,9 +148,17 @@ class Controller:
             incident_id = result.incident_id
             incident = self.repo.open_incident(result.node)
             if incident is not None and incident.id == incident_id:
-                self.repo.save_incident(Incident(
-                    id=incident.id, node=incident.node, opened_ts=incident.opened_ts, updated_ts=now,
-                    status=IncidentStatus.MITIGATED, severity=incident.severity, kind=incident.kind,
-                    summary=incident.summary, finding_ids=incident.finding_ids))
+                self.repo.save_incident(
+                    Incident(
+                        id=incident.id,
+                        node=incident.node,
+                        opened_ts=incident.opened_ts,
+                        updated_ts=now,
+                        status=IncidentStatus.MITIGATED,
+                        severity=incident.severity,
+                        kind=incident.kind,
+                        summary=incident.summary,
+                        finding_ids=incident.finding_ids,
+                    )
+                )
             self.repo.set_node_drained(result.node, incident_id)
-

@@ -91,11 +91,18 @@ class Pipeline:
         return total
 
 
-def build_pipeline(config: Config, clock: Clock, metrics: Metrics, repo: Repository,
-                   actuator: Actuator | None = None, transport: Transport | None = None) -> Pipeline:
+def build_pipeline(
+    config: Config,
+    clock: Clock,
+    metrics: Metrics,
+    repo: Repository,
+    actuator: Actuator | None = None,
+    transport: Transport | None = None,
+) -> Pipeline:
     validate(config)
-    transport = transport if transport is not None else plugin(TRANSPORTS, config.transport.kind,
-                                                               "transport.kind")(config)
+    transport = (
+        transport if transport is not None else plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
+    )
     if actuator is None:
         actuator = plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock)
     breaker = Breaker(repo, config.policy.breaker, metrics)
@@ -117,8 +124,12 @@ def serve_metrics(config: Config, metrics: Metrics) -> None:
         log.info("serving metrics on http://%s/metrics", config.metrics.listen)
 
 
-def run(config: Config, stop: threading.Event, max_cycles: int | None = None,
-        on_cycle: Callable[[int, Pipeline], None] | None = None) -> Pipeline:
+def run(
+    config: Config,
+    stop: threading.Event,
+    max_cycles: int | None = None,
+    on_cycle: Callable[[int, Pipeline], None] | None = None,
+) -> Pipeline:
     """Run the whole pipeline on this machine until ``stop`` is set (or ``max_cycles`` intervals passed)."""
     clock = SystemClock()
     metrics = Metrics()

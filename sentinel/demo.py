@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sentinel import codec
 from sentinel.actuator.steps import SchedulerActuator
 from sentinel.clock import ManualClock
 from sentinel.config import Config, from_mapping
@@ -25,7 +26,6 @@ from sentinel.sim.cluster import SimCluster
 from sentinel.sim.faults import FaultKind, demo_plan
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.transport import LOGS, TELEMETRY
-from sentinel import codec
 
 DISRUPTIVE = ("checkpoint_drain_requeue", "drain_requeue")
 
@@ -57,11 +57,13 @@ class DemoReport:
 
 def demo_config(db_path: str) -> Config:
     """The demo acts (it drives a simulated scheduler) with a breaker sized for its fault plan."""
-    return from_mapping({
-        "store": {"url": f"sqlite:///{db_path}"},
-        "policy": {"mode": "act", "breaker": {"max_fraction": 0.5, "window_s": 3600.0}},
-        "detector": {"window_samples": 30},
-    })
+    return from_mapping(
+        {
+            "store": {"url": f"sqlite:///{db_path}"},
+            "policy": {"mode": "act", "breaker": {"max_fraction": 0.5, "window_s": 3600.0}},
+            "detector": {"window_samples": 30},
+        }
+    )
 
 
 def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = None) -> DemoReport:
@@ -97,8 +99,9 @@ def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = No
     return _report(options, cluster, scheduler, repo, start_ts, time.perf_counter() - started)
 
 
-def _report(options: DemoOptions, cluster: SimCluster, scheduler: SimScheduler, repo: Any, start_ts: float,
-            wall_s: float) -> DemoReport:
+def _report(
+    options: DemoOptions, cluster: SimCluster, scheduler: SimScheduler, repo: Any, start_ts: float, wall_s: float
+) -> DemoReport:
     findings = repo.table("findings")
     decisions = repo.table("decisions")
     results = repo.table("action_results")
@@ -107,8 +110,13 @@ def _report(options: DemoOptions, cluster: SimCluster, scheduler: SimScheduler, 
     delays: list[float] = []
     by_kind: dict[str, list[float]] = {}
     for fault in fatal:
-        hits = [f["ts"] for f in findings if f["node"] == fault.node and f["observed_ts"] >= fault.onset_ts
-                and SEVERITY_RANK[Severity(f["severity"])] >= SEVERITY_RANK[Severity.CRITICAL]]
+        hits = [
+            f["ts"]
+            for f in findings
+            if f["node"] == fault.node
+            and f["observed_ts"] >= fault.onset_ts
+            and SEVERITY_RANK[Severity(f["severity"])] >= SEVERITY_RANK[Severity.CRITICAL]
+        ]
         if hits:
             delays.append(min(hits) - fault.onset_ts)
             by_kind.setdefault(fault.kind.value, []).append(min(hits) - fault.onset_ts)
@@ -119,8 +127,11 @@ def _report(options: DemoOptions, cluster: SimCluster, scheduler: SimScheduler, 
     lead_times = []  # how long before the GPU shut down its node was drained (only drains that came first)
     shutdowns = [e for e in cluster.events if "thermal shutdown" in e.what]
     for event in shutdowns:
-        drains = [r["ts"] for r in results if r["node"] == event.node and r["step"] == "drain"
-                  and r["status"] == "ok" and r["ts"] < event.ts]
+        drains = [
+            r["ts"]
+            for r in results
+            if r["node"] == event.node and r["step"] == "drain" and r["status"] == "ok" and r["ts"] < event.ts
+        ]
         if drains:
             lead_times.append(event.ts - min(drains))
     crashed = [e for e in cluster.events if e.job is not None]
@@ -152,14 +163,21 @@ def _report(options: DemoOptions, cluster: SimCluster, scheduler: SimScheduler, 
     return DemoReport(summary, _timeline(cluster, findings, decisions, results), start_ts)
 
 
-def _timeline(cluster: SimCluster, findings: list[dict[str, Any]], decisions: list[dict[str, Any]],
-              results: list[dict[str, Any]]) -> list[TimelineEntry]:
+def _timeline(
+    cluster: SimCluster, findings: list[dict[str, Any]], decisions: list[dict[str, Any]], results: list[dict[str, Any]]
+) -> list[TimelineEntry]:
     out = [TimelineEntry(e.ts, e.node, "job" if e.job else "fault", e.what) for e in cluster.events]
     out += [TimelineEntry(f["ts"], f["node"], "finding", f"[{f['severity']}] {f['summary']}") for f in findings]
-    out += [TimelineEntry(d["ts"], d["node"], "decision", f"{d['action']} -> {d['mode']}"
-                          + (f" (blocked by {', '.join(d['blocked_by'])})" if d["blocked_by"] else ""))
-            for d in decisions]
-    out += [TimelineEntry(r["ts"], r["node"], "action", f"{r['step']}: {r['status']} - {r['detail']}")
-            for r in results]
+    out += [
+        TimelineEntry(
+            d["ts"],
+            d["node"],
+            "decision",
+            f"{d['action']} -> {d['mode']}"
+            + (f" (blocked by {', '.join(d['blocked_by'])})" if d["blocked_by"] else ""),
+        )
+        for d in decisions
+    ]
+    out += [TimelineEntry(r["ts"], r["node"], "action", f"{r['step']}: {r['status']} - {r['detail']}") for r in results]
     order = {"fault": 0, "job": 1, "finding": 2, "decision": 3, "action": 4}
     return sorted(out, key=lambda e: (e.ts, order[e.stage]))

@@ -160,7 +160,7 @@ class HostReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     mem_available_bytes: CounterValue | None = None
 
 
-class TelemetrySample(Record, tag="telemetry"):
+class TelemetrySample(Record, tag="telemetry", frozen=True):
     """Everything one node's agent read in one interval."""
 
     node: NodeName
@@ -172,7 +172,7 @@ class TelemetrySample(Record, tag="telemetry"):
     collector_errors: dict[str, Text] = msgspec.field(default_factory=dict)
 
 
-class LogEvent(Record, tag="log"):
+class LogEvent(Record, tag="log", frozen=True):
     """One kernel-log line that a collector recognised (an Xid, an AER report, an mlx5 error, ...)."""
 
     node: NodeName
@@ -184,7 +184,7 @@ class LogEvent(Record, tag="log"):
     gpu_index: Annotated[int, msgspec.Meta(ge=0, le=1023)] | None = None
 
 
-class Finding(Record, tag="finding"):
+class Finding(Record, tag="finding", frozen=True):
     """A judgement about one node (or one GPU on it), with the evidence behind it."""
 
     id: RecordId
@@ -201,7 +201,7 @@ class Finding(Record, tag="finding"):
     evidence: dict[str, EvidenceValue] = msgspec.field(default_factory=dict)
 
 
-class Incident(Record, tag="incident"):
+class Incident(Record, tag="incident", frozen=True):
     """Findings about one node grouped into one problem an operator tracks."""
 
     id: RecordId
@@ -215,7 +215,7 @@ class Incident(Record, tag="incident"):
     finding_ids: list[RecordId] = msgspec.field(default_factory=list)
 
 
-class Decision(Record, tag="decision"):
+class Decision(Record, tag="decision", frozen=True):
     """What the policy chose for an incident, and whether it is carried out (EXECUTE) or only recorded."""
 
     id: RecordId
@@ -228,7 +228,7 @@ class Decision(Record, tag="decision"):
     blocked_by: list[Annotated[str, msgspec.Meta(max_length=64)]] = msgspec.field(default_factory=list)
 
 
-class Command(Record, tag="command"):
+class Command(Record, tag="command", frozen=True):
     """An order to the actuator; ``drain_reason`` is the text written on the node (owned prefix)."""
 
     id: RecordId
@@ -241,7 +241,7 @@ class Command(Record, tag="command"):
     drain_reason: Text
 
 
-class ActionResult(Record, tag="result"):
+class ActionResult(Record, tag="result", frozen=True):
     """One step of a command as the scheduler carried it out (or would have, in dry-run)."""
 
     id: RecordId
@@ -255,7 +255,7 @@ class ActionResult(Record, tag="result"):
     job_ids: list[JobId] = msgspec.field(default_factory=list)
 
 
-class DeadLetter(Record, tag="dead_letter"):
+class DeadLetter(Record, tag="dead_letter", frozen=True):
     """A message no service could use, kept whole with the reason and where it came from."""
 
     ts: Timestamp

@@ -27,14 +27,12 @@ class Metrics:
         )
         self.samples = Counter("sentinel_samples_total", "Telemetry samples processed by the detector.", registry=r)
         self.gpu_samples = Counter("sentinel_gpu_samples_total", "Per-GPU readings processed.", registry=r)
-        self.findings = Counter(
-            "sentinel_findings_total", "Findings published.", ["kind", "severity"], registry=r
-        )
-        self.decisions = Counter(
-            "sentinel_decisions_total", "Policy decisions.", ["action", "mode"], registry=r
-        )
+        self.findings = Counter("sentinel_findings_total", "Findings published.", ["kind", "severity"], registry=r)
+        self.decisions = Counter("sentinel_decisions_total", "Policy decisions.", ["action", "mode"], registry=r)
         self.guard_blocks = Counter(
-            "sentinel_guard_blocks_total", "Actions a guard or the breaker turned into observe-only.", ["guard"],
+            "sentinel_guard_blocks_total",
+            "Actions a guard or the breaker turned into observe-only.",
+            ["guard"],
             registry=r,
         )
         self.action_steps = Counter(
@@ -46,6 +44,8 @@ class Metrics:
             "sentinel_collector_errors_total", "Collector reads that failed.", ["collector"], registry=r
         )
         self.detect_seconds = Histogram(
-            "sentinel_detect_duration_seconds", "Detector time per telemetry batch.",
-            buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0), registry=r,
+            "sentinel_detect_duration_seconds",
+            "Detector time per telemetry batch.",
+            buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0),
+            registry=r,
         )

@@ -11,12 +11,11 @@ from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.clock import ManualClock
 from sentinel.config import Config, from_mapping
 from sentinel.daemon import Pipeline, build_pipeline
-from sentinel.events import Command, DeadLetter, GpuReading, GpuState, LogEvent, LogKind, TelemetrySample
-from sentinel.events import ActionKind
+from sentinel.events import ActionKind, Command, DeadLetter, GpuReading, GpuState, LogEvent, LogKind, TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.store.repository import Repository
-from sentinel.transport import COMMANDS, DEAD_LETTERS, LOGS, TELEMETRY
+from sentinel.transport import DEAD_LETTERS, LOGS, TELEMETRY
 
 NODES = [f"gpu-node-{i:03d}" for i in range(1, 9)]
 

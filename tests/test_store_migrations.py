@@ -8,8 +8,17 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect, text
 
 from sentinel.errors import StoreError
-from sentinel.events import ActionKind, Decision, Finding, FindingClass, Incident, IncidentStatus, Mode
-from sentinel.events import Recommendation, Severity
+from sentinel.events import (
+    ActionKind,
+    Decision,
+    Finding,
+    FindingClass,
+    Incident,
+    IncidentStatus,
+    Mode,
+    Recommendation,
+    Severity,
+)
 from sentinel.store import schema
 from sentinel.store.engine import current_revision, head_revision, make_engine, require_current, upgrade
 from sentinel.store.repository import Repository

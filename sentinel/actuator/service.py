@@ -14,8 +14,9 @@ from sentinel.transport.deadletter import send_dead_letter
 
 
 class ActuatorService:
-    def __init__(self, transport: Transport, actuator: Actuator, metrics: Metrics, clock: Clock,
-                 group: str = "sentinel-actuator") -> None:
+    def __init__(
+        self, transport: Transport, actuator: Actuator, metrics: Metrics, clock: Clock, group: str = "sentinel-actuator"
+    ) -> None:
         self.transport = transport
         self.actuator = actuator
         self.metrics = metrics

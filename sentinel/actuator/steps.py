@@ -25,9 +25,19 @@ class SchedulerActuator:
         results: list[ActionResult] = []
 
         def record(step: Step, status: StepStatus, detail: str, jobs: list[str] | None = None) -> None:
-            results.append(ActionResult(id=f"{command.id}:{step.value}", command_id=command.id,
-                                        incident_id=command.incident_id, node=command.node, ts=self.clock.now(),
-                                        step=step, status=status, detail=detail[:4096], job_ids=jobs or []))
+            results.append(
+                ActionResult(
+                    id=f"{command.id}:{step.value}",
+                    command_id=command.id,
+                    incident_id=command.incident_id,
+                    node=command.node,
+                    ts=self.clock.now(),
+                    step=step,
+                    status=status,
+                    detail=detail[:4096],
+                    job_ids=jobs or [],
+                )
+            )
 
         if self.clock.now() > command.expires_ts:
             record(Step.VERIFY, StepStatus.FAILED, "command expired before it could be carried out")
@@ -38,8 +48,9 @@ class SchedulerActuator:
                 acked = [j for j in jobs if self.scheduler.checkpoint(j)]
                 missing = sorted(set(jobs) - set(acked))
                 status = StepStatus.OK if not missing else StepStatus.FAILED
-                detail = f"{len(acked)}/{len(jobs)} job(s) checkpointed" + (f"; no ack from {missing}" if missing
-                                                                              else "")
+                detail = f"{len(acked)}/{len(jobs)} job(s) checkpointed" + (
+                    f"; no ack from {missing}" if missing else ""
+                )
                 record(Step.CHECKPOINT, status, detail, acked)
             current = self.scheduler.drain_reason(command.node)
             if current == command.drain_reason:
@@ -49,13 +60,20 @@ class SchedulerActuator:
                 record(Step.DRAIN, StepStatus.OK, f"drained: {command.drain_reason}")
             for job in jobs:
                 self.scheduler.requeue(job)
-            record(Step.REQUEUE, StepStatus.OK if jobs else StepStatus.SKIPPED,
-                   f"requeued {len(jobs)} job(s)" if jobs else "no jobs on the node", jobs)
+            record(
+                Step.REQUEUE,
+                StepStatus.OK if jobs else StepStatus.SKIPPED,
+                f"requeued {len(jobs)} job(s)" if jobs else "no jobs on the node",
+                jobs,
+            )
             left = self.scheduler.jobs_on(command.node)
             drained = self.scheduler.drain_reason(command.node) == command.drain_reason
             ok = drained and not left
-            record(Step.VERIFY, StepStatus.OK if ok else StepStatus.FAILED,
-                   "node drained and empty" if ok else f"drained={drained}, jobs still on node: {left}")
+            record(
+                Step.VERIFY,
+                StepStatus.OK if ok else StepStatus.FAILED,
+                "node drained and empty" if ok else f"drained={drained}, jobs still on node: {left}",
+            )
         except SentinelError as exc:
             log.error("command %s on %s failed: %s", command.id, command.node, exc)
             record(Step.VERIFY, StepStatus.FAILED, f"scheduler error: {exc}")
@@ -72,7 +90,16 @@ class DryRunActuator:
         steps = [Step.DRAIN, Step.REQUEUE, Step.VERIFY]
         if command.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE:
             steps.insert(0, Step.CHECKPOINT)
-        return [ActionResult(id=f"{command.id}:{step.value}", command_id=command.id,
-                             incident_id=command.incident_id, node=command.node, ts=self.clock.now(), step=step,
-                             status=StepStatus.DRY_RUN, detail=f"dry-run: would {step.value} {command.node}")
-                for step in steps]
+        return [
+            ActionResult(
+                id=f"{command.id}:{step.value}",
+                command_id=command.id,
+                incident_id=command.incident_id,
+                node=command.node,
+                ts=self.clock.now(),
+                step=step,
+                status=StepStatus.DRY_RUN,
+                detail=f"dry-run: would {step.value} {command.node}",
+            )
+            for step in steps
+        ]

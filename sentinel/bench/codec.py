@@ -20,18 +20,51 @@ from sentinel.tables import render
 
 
 def sample_message(node: int = 1, gpus: int = 8) -> TelemetrySample:
-    readings = [GpuReading(index=i, uuid=f"GPU-{node:04d}{i:012d}", pci_bus_id=f"00000000:{0x18 + i:02X}:00.0",
-                           model="NVIDIA H100 80GB HBM3", temp_c=60.0 + i, mem_temp_c=64.5, power_w=612.3,
-                           power_limit_w=700.0, sm_clock_mhz=1980.0, mem_clock_mhz=2619.0, util_gpu_pct=97.0,
-                           util_mem_pct=43.0, mem_used_bytes=77 * 2**30, mem_total_bytes=80 * 2**30,
-                           throttle_reasons=0, ecc_sbe_volatile=3, ecc_dbe_volatile=0, ecc_sbe_aggregate=12,
-                           ecc_dbe_aggregate=0, retired_pages_pending=0, row_remap_failure=False, pcie_replay=1)
-                for i in range(gpus)]
-    nics = [NicReading(name=f"mlx5_{i}", link_layer="infiniband", state="4: ACTIVE", carrier=True,
-                       counters={"symbol_error": 0, "link_downed": 0, "port_rcv_data": 123456789 * i})
-            for i in range(4)]
-    return TelemetrySample(node=f"gpu-node-{node:03d}", ts=1.7e9, seq=1, gpus=readings, nics=nics,
-                           host=HostReading(boot_id="b" * 32, load1=12.5, cpu_util_pct=40.0))
+    readings = [
+        GpuReading(
+            index=i,
+            uuid=f"GPU-{node:04d}{i:012d}",
+            pci_bus_id=f"00000000:{0x18 + i:02X}:00.0",
+            model="NVIDIA H100 80GB HBM3",
+            temp_c=60.0 + i,
+            mem_temp_c=64.5,
+            power_w=612.3,
+            power_limit_w=700.0,
+            sm_clock_mhz=1980.0,
+            mem_clock_mhz=2619.0,
+            util_gpu_pct=97.0,
+            util_mem_pct=43.0,
+            mem_used_bytes=77 * 2**30,
+            mem_total_bytes=80 * 2**30,
+            throttle_reasons=0,
+            ecc_sbe_volatile=3,
+            ecc_dbe_volatile=0,
+            ecc_sbe_aggregate=12,
+            ecc_dbe_aggregate=0,
+            retired_pages_pending=0,
+            row_remap_failure=False,
+            pcie_replay=1,
+        )
+        for i in range(gpus)
+    ]
+    nics = [
+        NicReading(
+            name=f"mlx5_{i}",
+            link_layer="infiniband",
+            state="4: ACTIVE",
+            carrier=True,
+            counters={"symbol_error": 0, "link_downed": 0, "port_rcv_data": 123456789 * i},
+        )
+        for i in range(4)
+    ]
+    return TelemetrySample(
+        node=f"gpu-node-{node:03d}",
+        ts=1.7e9,
+        seq=1,
+        gpus=readings,
+        nics=nics,
+        host=HostReading(boot_id="b" * 32, load1=12.5, cpu_util_pct=40.0),
+    )
 
 
 def _rate(fn: Callable[[], Any], n: int) -> float:
@@ -49,22 +82,47 @@ def run_codec_bench(messages: int = 20_000) -> dict[str, Any]:
     builtins = msgspec.to_builtins(sample)
     assert codec.decode_as(as_json, TelemetrySample) == sample and mp_dec.decode(as_mp) == sample
     rows = {
-        "msgspec-json (ours, validated)": (lambda: codec.encode(sample), lambda: codec.decode_as(as_json, TelemetrySample),
-                                           len(as_json)),
+        "msgspec-json (ours, validated)": (
+            lambda: codec.encode(sample),
+            lambda: codec.decode_as(as_json, TelemetrySample),
+            len(as_json),
+        ),
         "msgspec-msgpack (validated)": (lambda: mp_enc.encode(sample), lambda: mp_dec.decode(as_mp), len(as_mp)),
-        "stdlib json (no validation)": (lambda: json.dumps(builtins).encode(), lambda: json.loads(as_json),
-                                        len(as_json)),
-        "stdlib json + msgspec.convert": (lambda: json.dumps(builtins).encode(),
-                                          lambda: msgspec.convert(json.loads(as_json), TelemetrySample),
-                                          len(as_json)),
+        "stdlib json (no validation)": (
+            lambda: json.dumps(builtins).encode(),
+            lambda: json.loads(as_json),
+            len(as_json),
+        ),
+        "stdlib json + msgspec.convert": (
+            lambda: json.dumps(builtins).encode(),
+            lambda: msgspec.convert(json.loads(as_json), TelemetrySample),
+            len(as_json),
+        ),
     }
-    results = {name: {"encode_msgs_per_s": round(_rate(enc, messages)), "decode_msgs_per_s": round(_rate(dec, messages)),
-                      "bytes_per_msg": size} for name, (enc, dec, size) in rows.items()}
+    results = {
+        name: {
+            "encode_msgs_per_s": round(_rate(enc, messages)),
+            "decode_msgs_per_s": round(_rate(dec, messages)),
+            "bytes_per_msg": size,
+        }
+        for name, (enc, dec, size) in rows.items()
+    }
     return {"messages": messages, "gpus_per_message": len(sample.gpus), "codecs": results}
 
 
 def render_codec(result: dict[str, Any]) -> str:
     rows = [{"codec": name, **values} for name, values in result["codecs"].items()]
     head = f"{result['messages']} messages of one node with {result['gpus_per_message']} GPUs, 4 NICs, host"
-    return head + "\n" + render(rows, [("codec", "codec"), ("encode_msgs_per_s", "encode msg/s"),
-                                       ("decode_msgs_per_s", "decode msg/s"), ("bytes_per_msg", "bytes/msg")])
+    return (
+        head
+        + "\n"
+        + render(
+            rows,
+            [
+                ("codec", "codec"),
+                ("encode_msgs_per_s", "encode msg/s"),
+                ("decode_msgs_per_s", "decode msg/s"),
+                ("bytes_per_msg", "bytes/msg"),
+            ],
+        )
+    )

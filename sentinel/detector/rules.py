@@ -31,13 +31,34 @@ from sentinel.events import (
 THERMAL_THROTTLE_MASK = 0x20 | 0x40
 
 
-def _finding(rule: str, kind: FindingClass, node: str, now: float, observed: float, severity: Severity,
-             recommendation: Recommendation, confidence: float, summary: str, gpu: int | None,
-             evidence: dict[str, EvidenceValue]) -> Finding:
+def _finding(
+    rule: str,
+    kind: FindingClass,
+    node: str,
+    now: float,
+    observed: float,
+    severity: Severity,
+    recommendation: Recommendation,
+    confidence: float,
+    summary: str,
+    gpu: int | None,
+    evidence: dict[str, EvidenceValue],
+) -> Finding:
     gpu_part = "node" if gpu is None else f"gpu{gpu}"
-    return Finding(id=f"{rule}:{node}:{gpu_part}:{int(observed * 1000)}", node=node, ts=now, observed_ts=observed,
-                   kind=kind, rule=rule, severity=severity, recommendation=recommendation, confidence=confidence,
-                   summary=summary, gpu_index=gpu, evidence=evidence)
+    return Finding(
+        id=f"{rule}:{node}:{gpu_part}:{int(observed * 1000)}",
+        node=node,
+        ts=now,
+        observed_ts=observed,
+        kind=kind,
+        rule=rule,
+        severity=severity,
+        recommendation=recommendation,
+        confidence=confidence,
+        summary=summary,
+        gpu_index=gpu,
+        evidence=evidence,
+    )
 
 
 def xid_rule(event: LogEvent, now: float, gpu_index: int | None) -> Finding | None:
@@ -49,12 +70,24 @@ def xid_rule(event: LogEvent, now: float, gpu_index: int | None) -> Finding | No
     if event.pci_bus_id:
         evidence["pci_bus_id"] = event.pci_bus_id
     where = f"GPU {gpu_index}" if gpu_index is not None else (event.pci_bus_id or "unknown GPU")
-    return _finding("xid-catalog", FindingClass.GPU_XID, event.node, now, event.ts, info.severity,
-                    info.recommendation, 1.0, f"Xid {event.xid} on {where}: {info.meaning}", gpu_index, evidence)
+    return _finding(
+        "xid-catalog",
+        FindingClass.GPU_XID,
+        event.node,
+        now,
+        event.ts,
+        info.severity,
+        info.recommendation,
+        1.0,
+        f"Xid {event.xid} on {where}: {info.meaning}",
+        gpu_index,
+        evidence,
+    )
 
 
-def sample_rules(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float,
-                 previous: dict[int, GpuReading]) -> list[Finding]:
+def sample_rules(
+    window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float, previous: dict[int, GpuReading]
+) -> list[Finding]:
     """Rules over one new sample (already pushed into ``window``); ``previous`` holds each GPU's last reading."""
     out: list[Finding] = []
     for gpu in sample.gpus:
@@ -72,25 +105,62 @@ def _gpu_lost(window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now:
     if gpu.index in window.lost:
         return []
     window.lost.add(gpu.index)
-    return [_finding("gpu-lost", FindingClass.GPU_LOST, sample.node, now, sample.ts, Severity.FATAL,
-                     Recommendation.DRAIN, 1.0, f"GPU {gpu.index} no longer answers (fallen off the bus)", gpu.index,
-                     {"gpu_state": gpu.state.value, "pci_bus_id": gpu.pci_bus_id, "uuid": gpu.uuid})]
+    return [
+        _finding(
+            "gpu-lost",
+            FindingClass.GPU_LOST,
+            sample.node,
+            now,
+            sample.ts,
+            Severity.FATAL,
+            Recommendation.DRAIN,
+            1.0,
+            f"GPU {gpu.index} no longer answers (fallen off the bus)",
+            gpu.index,
+            {"gpu_state": gpu.state.value, "pci_bus_id": gpu.pci_bus_id, "uuid": gpu.uuid},
+        )
+    ]
 
 
-def _ecc_dbe(window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now: float,
-             prev: GpuReading | None) -> list[Finding]:
+def _ecc_dbe(
+    window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now: float, prev: GpuReading | None
+) -> list[Finding]:
     # Azure healthagent: volatile double-bit ECC > 0 is an error; any increase means uncorrectable memory errors.
     out: list[Finding] = []
     delta = counter_delta(prev.ecc_dbe_volatile if prev else None, gpu.ecc_dbe_volatile)
     if delta is not None and delta > 0:
-        out.append(_finding("ecc-dbe", FindingClass.GPU_ECC, sample.node, now, sample.ts, Severity.FATAL,
-                            Recommendation.DRAIN, 1.0, f"GPU {gpu.index}: {delta} new double-bit ECC error(s)",
-                            gpu.index, {"ecc_dbe_volatile": gpu.ecc_dbe_volatile or 0, "delta": delta}))
+        out.append(
+            _finding(
+                "ecc-dbe",
+                FindingClass.GPU_ECC,
+                sample.node,
+                now,
+                sample.ts,
+                Severity.FATAL,
+                Recommendation.DRAIN,
+                1.0,
+                f"GPU {gpu.index}: {delta} new double-bit ECC error(s)",
+                gpu.index,
+                {"ecc_dbe_volatile": gpu.ecc_dbe_volatile or 0, "delta": delta},
+            )
+        )
     if gpu.row_remap_failure and not (prev and prev.row_remap_failure):
         # Azure healthagent: row-remap failure != 0 is an error (the HBM has run out of spare rows).
-        out.append(_finding("row-remap-failure", FindingClass.GPU_ECC, sample.node, now, sample.ts, Severity.FATAL,
-                            Recommendation.DRAIN, 1.0, f"GPU {gpu.index}: row remapping failed", gpu.index,
-                            {"row_remap_failure": True}))
+        out.append(
+            _finding(
+                "row-remap-failure",
+                FindingClass.GPU_ECC,
+                sample.node,
+                now,
+                sample.ts,
+                Severity.FATAL,
+                Recommendation.DRAIN,
+                1.0,
+                f"GPU {gpu.index}: row remapping failed",
+                gpu.index,
+                {"row_remap_failure": True},
+            )
+        )
     return out
 
 
@@ -120,12 +190,27 @@ def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig
         slope = float(series[-1] - series[0]) / max(len(series) - 1, 1)
         throttled = bool(np.any(throttle[:, gpu] & THERMAL_THROTTLE_MASK))
         confidence = min(1.0, 0.7 + 0.1 * (slope > 0) + 0.2 * throttled)
-        out.append(_finding("thermal-sustained", FindingClass.GPU_THERMAL, sample.node, now, sample.ts,
-                            Severity.CRITICAL, Recommendation.CHECKPOINT_DRAIN, confidence,
-                            f"GPU {gpu} at {series[-1]:.1f} C for {rule.sustain_samples} samples "
-                            f"(limit {rule.temp_c:.0f} C, {slope:+.2f} C/sample)", gpu,
-                            {"temp_c": round(float(series[-1]), 2), "limit_c": rule.temp_c,
-                             "slope_c_per_sample": round(slope, 3), "thermal_throttle": throttled}))
+        out.append(
+            _finding(
+                "thermal-sustained",
+                FindingClass.GPU_THERMAL,
+                sample.node,
+                now,
+                sample.ts,
+                Severity.CRITICAL,
+                Recommendation.CHECKPOINT_DRAIN,
+                confidence,
+                f"GPU {gpu} at {series[-1]:.1f} C for {rule.sustain_samples} samples "
+                f"(limit {rule.temp_c:.0f} C, {slope:+.2f} C/sample)",
+                gpu,
+                {
+                    "temp_c": round(float(series[-1]), 2),
+                    "limit_c": rule.temp_c,
+                    "slope_c_per_sample": round(slope, 3),
+                    "thermal_throttle": throttled,
+                },
+            )
+        )
     return out
 
 

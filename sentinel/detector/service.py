@@ -26,8 +26,15 @@ log = logging.getLogger(__name__)
 
 
 class Detector:
-    def __init__(self, transport: Transport, repo: Repository, config: DetectorConfig, metrics: Metrics,
-                 clock: Clock, group: str = "sentinel-detector") -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        repo: Repository,
+        config: DetectorConfig,
+        metrics: Metrics,
+        clock: Clock,
+        group: str = "sentinel-detector",
+    ) -> None:
         self.transport = transport
         self.repo = repo
         self.config = config
@@ -67,7 +74,7 @@ class Detector:
         return len(messages)
 
     def _decode(self, message: Message, now: float) -> TelemetrySample | LogEvent | None:
-        kind = TelemetrySample if message.topic == TELEMETRY else LogEvent
+        kind: type[TelemetrySample] | type[LogEvent] = TelemetrySample if message.topic == TELEMETRY else LogEvent
         try:
             return codec.decode_as(message.value, kind)
         except CodecError as exc:

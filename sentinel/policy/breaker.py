@@ -44,8 +44,10 @@ class Breaker:
         recent = [(ts, n) for ts, n in state.recent if ts > now - self.config.window_s]
         nodes = {n for _, n in recent}
         if node not in nodes and len(nodes) + 1 > self.limit(fleet_size):
-            reason = (f"{len(nodes) + 1} nodes in {self.config.window_s:.0f} s would exceed the limit of "
-                      f"{self.limit(fleet_size)} ({self.config.max_fraction:.0%} of {fleet_size} nodes)")
+            reason = (
+                f"{len(nodes) + 1} nodes in {self.config.window_s:.0f} s would exceed the limit of "
+                f"{self.limit(fleet_size)} ({self.config.max_fraction:.0%} of {fleet_size} nodes)"
+            )
             self.repo.save_breaker(BreakerRow(True, reason, now, recent))
             self.metrics.breaker_open.set(1)
             return Verdict(False, f"breaker opened: {reason}")

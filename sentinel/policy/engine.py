@@ -12,8 +12,14 @@ from sentinel.store.repository import Repository
 
 
 class PolicyEngine:
-    def __init__(self, repo: Repository, config: PolicyConfig, breaker: Breaker, metrics: Metrics,
-                 guards: dict[str, Guard] | None = None) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        config: PolicyConfig,
+        breaker: Breaker,
+        metrics: Metrics,
+        guards: dict[str, Guard] | None = None,
+    ) -> None:
         self.repo = repo
         self.config = config
         self.breaker = breaker
@@ -36,8 +42,9 @@ class PolicyEngine:
         reasons: list[str] = []
         if plans.is_disruptive(action):
             proposal = Proposal(incident.node, incident.id, action)
-            ctx = GuardContext(self.config, now, self.repo.last_executed_ts(incident.node),
-                               self.repo.drained_by(incident.node))
+            ctx = GuardContext(
+                self.config, now, self.repo.last_executed_ts(incident.node), self.repo.drained_by(incident.node)
+            )
             for name, guard in self.guards.items():
                 reason = guard(proposal, ctx)
                 if reason:
@@ -54,7 +61,15 @@ class PolicyEngine:
         why = f"{finding.rule}: {finding.summary}"
         if reasons:
             why += " | not acting: " + "; ".join(reasons)
-        decision = Decision(id=f"{incident.id}:{action.value}", incident_id=incident.id, node=incident.node,
-                            ts=now, action=action, mode=mode, reason=why[:4096], blocked_by=blocked)
+        decision = Decision(
+            id=f"{incident.id}:{action.value}",
+            incident_id=incident.id,
+            node=incident.node,
+            ts=now,
+            action=action,
+            mode=mode,
+            reason=why[:4096],
+            blocked_by=blocked,
+        )
         self.metrics.decisions.labels(action.value, mode.value).inc()
         return decision

@@ -56,4 +56,9 @@ def observe_only(p: Proposal, ctx: GuardContext) -> str | None:
     return 'observe-only mode (set policy.mode = "act" to act)' if ctx.config.mode != "act" else None
 
 
-GUARDS: dict[str, Guard] = {"dedup": already_drained, "opt_out": opt_out, "cooldown": cooldown, "observe_only": observe_only}
+GUARDS: dict[str, Guard] = {
+    "dedup": already_drained,
+    "opt_out": opt_out,
+    "cooldown": cooldown,
+    "observe_only": observe_only,
+}

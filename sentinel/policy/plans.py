@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from sentinel.events import ActionKind, Recommendation
 
-ACTION_RANK = {ActionKind.NONE: 0, ActionKind.ALERT: 1, ActionKind.CHECKPOINT_DRAIN_REQUEUE: 2,
-               ActionKind.DRAIN_REQUEUE: 3}
+ACTION_RANK = {
+    ActionKind.NONE: 0,
+    ActionKind.ALERT: 1,
+    ActionKind.CHECKPOINT_DRAIN_REQUEUE: 2,
+    ActionKind.DRAIN_REQUEUE: 3,
+}
 
 _BY_RECOMMENDATION = {
     Recommendation.NONE: ActionKind.NONE,

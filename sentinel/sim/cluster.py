@@ -65,8 +65,16 @@ class SimNodeState:
 
 
 class SimCluster:
-    def __init__(self, nodes: int, gpus_per_node: int, clock: ManualClock, scheduler: SimScheduler | None,
-                 faults: list[Fault], seed: int = 0, node_prefix: str = "gpu-node-") -> None:
+    def __init__(
+        self,
+        nodes: int,
+        gpus_per_node: int,
+        clock: ManualClock,
+        scheduler: SimScheduler | None,
+        faults: list[Fault],
+        seed: int = 0,
+        node_prefix: str = "gpu-node-",
+    ) -> None:
         self.clock = clock
         self.rng = random.Random(seed)
         names = [f"{node_prefix}{i:03d}" for i in range(1, nodes + 1)]
@@ -77,9 +85,16 @@ class SimCluster:
         self.events: list[SimEvent] = []
 
     def _make_node(self, name: str, gpus: int, n: int) -> SimNodeState:
-        made = [SimGpu(index=i, uuid=f"GPU-{self.rng.getrandbits(64):016x}", pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
-                       temp_offset_c=self.rng.gauss(0, 2.0), power_offset_w=self.rng.gauss(0, 12.0))
-                for i in range(gpus)]
+        made = [
+            SimGpu(
+                index=i,
+                uuid=f"GPU-{self.rng.getrandbits(64):016x}",
+                pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+                temp_offset_c=self.rng.gauss(0, 2.0),
+                power_offset_w=self.rng.gauss(0, 12.0),
+            )
+            for i in range(gpus)
+        ]
         return SimNodeState(name, made, boot_id=f"{self.rng.getrandbits(128):032x}")
 
     def tick(self) -> tuple[list[TelemetrySample], list[LogEvent]]:
@@ -95,14 +110,16 @@ class SimCluster:
 
     def _log_xid(self, node: SimNodeState, gpu: SimGpu, xid: int, ts: float) -> None:
         line = xid_line(xid, gpu.pci_bus_id, XID_TEXT[xid])
-        node.pending_logs.append(LogEvent(node=node.name, ts=ts, kind=LogKind.XID, message=line, xid=xid,
-                                          pci_bus_id=gpu.pci_bus_id[4:-2]))
+        node.pending_logs.append(
+            LogEvent(node=node.name, ts=ts, kind=LogKind.XID, message=line, xid=xid, pci_bus_id=gpu.pci_bus_id[4:-2])
+        )
 
     def _start(self, fault: Fault, now: float) -> None:
         node = self.nodes[fault.node]
         gpu = node.gpus[fault.gpu]
-        self.events.append(SimEvent(fault.onset_ts, fault.node, f"fault injected: {fault.kind} on GPU {fault.gpu}",
-                                    fault))
+        self.events.append(
+            SimEvent(fault.onset_ts, fault.node, f"fault injected: {fault.kind} on GPU {fault.gpu}", fault)
+        )
         if fault.kind is FaultKind.XID79:
             self._lose(node, gpu, fault, fault.onset_ts)
         elif fault.kind is FaultKind.XID48:
@@ -128,15 +145,24 @@ class SimCluster:
         busy = self.scheduler.nodes[node.name].job is not None
         readings = [self._gpu(node, gpu, busy, now) for gpu in node.gpus]
         node.seq += 1
-        host = HostReading(boot_id=node.boot_id, load1=round(32 * busy + self.rng.random(), 2),
-                           cpu_util_pct=round(60 * busy + 2 * self.rng.random(), 1),
-                           mem_total_bytes=2048 * 1024**3, mem_available_bytes=(1200 - 600 * busy) * 1024**3)
+        host = HostReading(
+            boot_id=node.boot_id,
+            load1=round(32 * busy + self.rng.random(), 2),
+            cpu_util_pct=round(60 * busy + 2 * self.rng.random(), 1),
+            mem_total_bytes=2048 * 1024**3,
+            mem_available_bytes=(1200 - 600 * busy) * 1024**3,
+        )
         return TelemetrySample(node=node.name, ts=now, seq=node.seq, gpus=readings, host=host)
 
     def _gpu(self, node: SimNodeState, gpu: SimGpu, busy: bool, now: float) -> GpuReading:
         if gpu.state is GpuState.LOST:
-            return GpuReading(index=gpu.index, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id, model="NVIDIA H100 80GB HBM3",
-                              state=GpuState.LOST)
+            return GpuReading(
+                index=gpu.index,
+                uuid=gpu.uuid,
+                pci_bus_id=gpu.pci_bus_id,
+                model="NVIDIA H100 80GB HBM3",
+                state=GpuState.LOST,
+            )
         rng = self.rng
         target = (67.0 if busy else 34.0) + gpu.temp_offset_c
         if gpu.runaway_since is not None:
@@ -165,10 +191,26 @@ class SimCluster:
         power = (610.0 if busy else 72.0) + gpu.power_offset_w + rng.gauss(0, 8.0)
         util = min(100.0, max(0.0, rng.gauss(96, 2))) if busy else 0.0
         return GpuReading(
-            index=gpu.index, uuid=gpu.uuid, pci_bus_id=gpu.pci_bus_id, model="NVIDIA H100 80GB HBM3",
-            temp_c=round(temp, 2), mem_temp_c=round(temp + 4.0, 2), power_w=round(power, 1), power_limit_w=700.0,
-            sm_clock_mhz=clock_mhz, mem_clock_mhz=2619.0, util_gpu_pct=round(util, 1),
-            util_mem_pct=round(util * 0.45, 1), mem_used_bytes=int(HBM_BYTES * (0.9 if busy else 0.01)),
-            mem_total_bytes=HBM_BYTES, throttle_reasons=throttle, ecc_sbe_volatile=gpu.ecc_sbe,
-            ecc_dbe_volatile=gpu.ecc_dbe, ecc_sbe_aggregate=gpu.ecc_sbe, ecc_dbe_aggregate=gpu.ecc_dbe,
-            retired_pages_pending=0, row_remap_failure=False, pcie_replay=gpu.pcie_replay)
+            index=gpu.index,
+            uuid=gpu.uuid,
+            pci_bus_id=gpu.pci_bus_id,
+            model="NVIDIA H100 80GB HBM3",
+            temp_c=round(temp, 2),
+            mem_temp_c=round(temp + 4.0, 2),
+            power_w=round(power, 1),
+            power_limit_w=700.0,
+            sm_clock_mhz=clock_mhz,
+            mem_clock_mhz=2619.0,
+            util_gpu_pct=round(util, 1),
+            util_mem_pct=round(util * 0.45, 1),
+            mem_used_bytes=int(HBM_BYTES * (0.9 if busy else 0.01)),
+            mem_total_bytes=HBM_BYTES,
+            throttle_reasons=throttle,
+            ecc_sbe_volatile=gpu.ecc_sbe,
+            ecc_dbe_volatile=gpu.ecc_dbe,
+            ecc_sbe_aggregate=gpu.ecc_sbe,
+            ecc_dbe_aggregate=gpu.ecc_dbe,
+            retired_pages_pending=0,
+            row_remap_failure=False,
+            pcie_replay=gpu.pcie_replay,
+        )

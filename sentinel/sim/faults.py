@@ -46,13 +46,20 @@ def xid_line(xid: int, pci_bus_id: str, text: str) -> str:
 XID_TEXT = {
     79: "pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
     48: "pid=2231, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer "
-        "at partition 6, subpartition 0.",
+    "at partition 6, subpartition 0.",
     13: "pid=48211, name=python, Graphics SM Warp Exception on (GPC 1, TPC 0, SM 0): Out Of Range Address",
 }
 
 
-def demo_plan(nodes: list[str], gpus: int, start_ts: float, duration_s: float, rng: random.Random,
-              per_kind: int = 2, benign: int = 3) -> list[Fault]:
+def demo_plan(
+    nodes: list[str],
+    gpus: int,
+    start_ts: float,
+    duration_s: float,
+    rng: random.Random,
+    per_kind: int = 2,
+    benign: int = 3,
+) -> list[Fault]:
     """``per_kind`` faults of each fatal kind and ``benign`` Xid 13s, each on its own node, spread in time.
 
     Thermal faults start early enough to run away within the run; the instant faults land anywhere in the
