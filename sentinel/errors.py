@@ -37,3 +37,7 @@ class ActuatorError(SentinelError):
 
 class ValidationError(SentinelError):
     """A name or value from outside (CLI argument, scheduler output) is not acceptable."""
+
+
+class CollectorError(SentinelError):
+    """A collector could not read its source (driver missing, endpoint unreachable, file unreadable)."""

@@ -113,8 +113,20 @@ class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field=
     v: int = SCHEMA_VERSION
 
 
+class NvLinkReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """One NVLink of one GPU; error counters are raw and monotonic (they reset with the driver)."""
+
+    link: Annotated[int, msgspec.Meta(ge=0, le=63)]
+    active: bool | None = None
+    crc_errors: CounterValue | None = None  # CRC flit errors
+    replay_errors: CounterValue | None = None
+    recovery_errors: CounterValue | None = None
+
+
 class GpuReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """One GPU at one instant. Counters are raw, monotonic device values (they reset on reboot/driver reload)."""
+    """One GPU at one instant. Counters are raw, monotonic device values (they reset on reboot/driver reload);
+    ``deltas`` holds their increase since the previous read, keyed by field name, and omits a counter whose
+    previous value is unknown or that went backwards (a reset), so no delta is ever negative."""
 
     index: Annotated[int, msgspec.Meta(ge=0, le=1023)]
     uuid: Annotated[str, msgspec.Meta(max_length=128)] = ""
@@ -137,8 +149,18 @@ class GpuReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     ecc_sbe_aggregate: CounterValue | None = None
     ecc_dbe_aggregate: CounterValue | None = None
     retired_pages_pending: CounterValue | None = None
+    retired_pages_sbe: CounterValue | None = None
+    retired_pages_dbe: CounterValue | None = None
+    row_remap_correctable: CounterValue | None = None
+    row_remap_uncorrectable: CounterValue | None = None
+    row_remap_pending: bool | None = None
     row_remap_failure: bool | None = None
     pcie_replay: CounterValue | None = None
+    fan_pct: Finite | None = None
+    pstate: Annotated[int, msgspec.Meta(ge=0, le=32)] | None = None
+    recovery_action: Annotated[int, msgspec.Meta(ge=0, le=255)] | None = None  # DCGM: 0 none, 2 node reboot
+    nvlinks: list[NvLinkReading] = msgspec.field(default_factory=list)
+    deltas: dict[str, CounterValue] = msgspec.field(default_factory=dict)
 
 
 class NicReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -148,16 +170,21 @@ class NicReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     link_layer: Annotated[str, msgspec.Meta(max_length=32)] = "ethernet"
     state: Annotated[str, msgspec.Meta(max_length=32)] = ""
     carrier: bool | None = None
+    speed_mbps: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    mtu: Annotated[int, msgspec.Meta(ge=0)] | None = None
     counters: dict[str, CounterValue] = msgspec.field(default_factory=dict)
+    deltas: dict[str, CounterValue] = msgspec.field(default_factory=dict)  # since the previous read; see GpuReading
 
 
 class HostReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     boot_id: Annotated[str, msgspec.Meta(max_length=64)] = ""
     uptime_s: Finite | None = None
     load1: Finite | None = None
+    load5: Finite | None = None
     cpu_util_pct: Finite | None = None
     mem_total_bytes: CounterValue | None = None
     mem_available_bytes: CounterValue | None = None
+    disk_used_pct: Finite | None = None  # of the filesystem holding the agent's state directory
 
 
 class TelemetrySample(Record, tag="telemetry", frozen=True):
@@ -166,6 +193,7 @@ class TelemetrySample(Record, tag="telemetry", frozen=True):
     node: NodeName
     ts: Timestamp
     seq: CounterValue = 0
+    interval_s: Finite | None = None
     gpus: list[GpuReading] = msgspec.field(default_factory=list)
     nics: list[NicReading] = msgspec.field(default_factory=list)
     host: HostReading | None = None
@@ -180,8 +208,11 @@ class LogEvent(Record, tag="log", frozen=True):
     kind: LogKind
     message: Text
     xid: Annotated[int, msgspec.Meta(ge=0, le=65535)] | None = None
-    pci_bus_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    pci_bus_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None  # as written in the log
     gpu_index: Annotated[int, msgspec.Meta(ge=0, le=1023)] | None = None
+    attrs: dict[Annotated[str, msgspec.Meta(max_length=64)], Annotated[str, msgspec.Meta(max_length=512)]] = (
+        msgspec.field(default_factory=dict)
+    )  # parser extras: pid, process, severity, device, link, ...
 
 
 class Finding(Record, tag="finding", frozen=True):

@@ -9,19 +9,10 @@ import math
 
 import numpy as np
 
+from sentinel.counters import counter_delta
 from sentinel.events import GpuState, TelemetrySample
 
-
-def counter_delta(previous: int | None, current: int | None) -> int | None:
-    """Increase of a monotonic counter between two reads.
-
-    ``None`` when either read is missing, and when the counter went backwards (reset by a reboot, a driver
-    reload or ``perfquery -r``; a 64-bit wrap looks the same): after a reset we cannot know how much happened,
-    and a negative or huge delta must never reach a rule.
-    """
-    if previous is None or current is None or current < previous:
-        return None
-    return current - previous
+__all__ = ["NodeWindow", "counter_delta"]
 
 
 class NodeWindow:
