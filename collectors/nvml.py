@@ -149,13 +149,14 @@ class NvmlCollector:
         self._previous[index] = counters
         nvlinks = []
         for link in range(NVLINK_LINKS):
-            errors = {k: _counter(by_name[f"nvlink.{link}.{k}"]) for k in NVLINK_FIELDS}
+            errors: dict[str, Any] = {k: _counter(by_name[f"nvlink.{link}.{k}"]) for k in NVLINK_FIELDS}
             if any(v is not None for v in errors.values()):
                 nvlinks.append(NvLinkReading(link=link, **errors))
         flags = {name: (None if by_name[name] is None else bool(by_name[name])) for name in FLAG_FIELDS}
         recovery = by_name["recovery_action"]
+        readings: dict[str, Any] = {**values, **counters, **flags}
         return GpuReading(
-            index=index, uuid=uuid, pci_bus_id=pci, model=model, **values, **counters, **flags,
+            index=index, uuid=uuid, pci_bus_id=pci, model=model, **readings,
             mem_temp_c=_finite(by_name["mem_temp_c"]),
             recovery_action=int(recovery) if recovery is not None and 0 <= recovery <= 255 else None,
             nvlinks=nvlinks, deltas=deltas)
