@@ -33,7 +33,7 @@ def _require(ok: bool, field: str, message: str, value: object) -> None:
 
 
 def _positive(field: str, value: float) -> None:
-    _require(math.isfinite(value) and value > 0, field, "must be > 0", value)
+    _require(math.isfinite(value) and value > 0, field, "must be a finite number > 0", value)
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -93,7 +93,8 @@ class PolicyConfig(_Section, frozen=True):
     breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
 
     def __post_init__(self) -> None:
-        _require(self.cooldown_s >= 0, "cooldown_s", "must be >= 0", self.cooldown_s)
+        _require(math.isfinite(self.cooldown_s) and self.cooldown_s >= 0, "cooldown_s", "must be a finite number >= 0",
+                 self.cooldown_s)
         _positive("command_ttl_s", self.command_ttl_s)
 
 
@@ -150,6 +151,8 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
             raise ConfigError(f"{path}: no such file") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     apply_env(raw, os.environ if environ is None else environ)

@@ -43,6 +43,22 @@ class Metrics:
         self.collector_errors = Counter(
             "sentinel_collector_errors_total", "Collector reads that failed.", ["collector"], registry=r
         )
+        self.publish_seconds = Histogram(
+            "sentinel_publish_duration_seconds", "Time to get one batch acknowledged by the transport.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=r,
+        )
+        self.publish_failures = Counter(
+            "sentinel_publish_failures_total", "Batches the transport did not acknowledge (kept and retried).",
+            registry=r,
+        )
+        self.spool_depth = Gauge("sentinel_spool_messages", "Messages waiting in the agent's spool.", registry=r)
+        self.spool_dropped = Counter(
+            "sentinel_spool_dropped_total", "Oldest spooled messages dropped because the spool was full.", registry=r
+        )
+        self.agent_cycle_seconds = Histogram(
+            "sentinel_agent_cycle_duration_seconds", "Time to read all due collectors once.",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5), registry=r,
+        )
         self.detect_seconds = Histogram(
             "sentinel_detect_duration_seconds",
             "Detector time per telemetry batch.",

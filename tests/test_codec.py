@@ -243,10 +243,18 @@ bad_node_names = st.one_of(
     st.builds(lambda b: "." + b, st.text(NAME_REST, max_size=5)),
     st.builds(lambda b: "-" + b, st.text(NAME_REST, max_size=5)),
     # a forbidden character anywhere, including last (`$` once let a trailing newline through)
-    st.builds(lambda a, c, b: a + c + b, st.text(NAME_REST, max_size=5), st.sampled_from(SHELL_CHARS),
-              st.text(NAME_REST, max_size=5)),
-    st.builds(lambda a, c, b: a + c + b, st.text(NAME_REST, max_size=5), st.characters(min_codepoint=0x80),
-              st.text(NAME_REST, max_size=5)),
+    st.builds(
+        lambda a, c, b: a + c + b,
+        st.text(NAME_REST, max_size=5),
+        st.sampled_from(SHELL_CHARS),
+        st.text(NAME_REST, max_size=5),
+    ),
+    st.builds(
+        lambda a, c, b: a + c + b,
+        st.text(NAME_REST, max_size=5),
+        st.characters(min_codepoint=0x80),
+        st.text(NAME_REST, max_size=5),
+    ),
 )
 
 
@@ -391,8 +399,9 @@ def test_a_bad_node_name_is_rejected(record: msgspec.Struct, name: str) -> None:
 
 @FAST
 @given(records, st.data(), st.sampled_from([b"1e999", b"-1e999", b"NaN", b"Infinity", b"-Infinity", b"nan", b"inf"]))
-def test_a_non_finite_number_in_any_float_field_is_rejected(record: msgspec.Struct, data: st.DataObject,
-                                                            literal: bytes) -> None:
+def test_a_non_finite_number_in_any_float_field_is_rejected(
+    record: msgspec.Struct, data: st.DataObject, literal: bytes
+) -> None:
     obj = raw(record)
     path = data.draw(st.sampled_from(float_paths(obj)))
     set_path(obj, path, "__NON_FINITE__")
@@ -424,16 +433,44 @@ def test_a_record_of_another_schema_version_is_rejected_naming_the_version(kind:
     example = {
         TelemetrySample: TelemetrySample(node="n1", ts=1.0),
         LogEvent: LogEvent(node="n1", ts=1.0, kind=LogKind.OTHER, message="m"),
-        Finding: Finding(id="f", node="n1", ts=1.0, observed_ts=1.0, kind=FindingClass.GPU_XID, rule="r",
-                         severity=Severity.INFO, recommendation=Recommendation.NONE, confidence=0.5, summary="s"),
-        Incident: Incident(id="i", node="n1", opened_ts=1.0, updated_ts=1.0, status=IncidentStatus.OPEN,
-                           severity=Severity.INFO, kind=FindingClass.GPU_XID, summary="s"),
-        Decision: Decision(id="d", incident_id="i", node="n1", ts=1.0, action=ActionKind.NONE, mode=Mode.OBSERVE,
-                           reason="r"),
-        Command: Command(id="c", decision_id="d", incident_id="i", node="n1", action=ActionKind.DRAIN_REQUEUE,
-                         ts=1.0, expires_ts=2.0, drain_reason="sentinel: x"),
-        ActionResult: ActionResult(id="a", command_id="c", incident_id="i", node="n1", ts=1.0, step=Step.DRAIN,
-                                   status=StepStatus.OK),
+        Finding: Finding(
+            id="f",
+            node="n1",
+            ts=1.0,
+            observed_ts=1.0,
+            kind=FindingClass.GPU_XID,
+            rule="r",
+            severity=Severity.INFO,
+            recommendation=Recommendation.NONE,
+            confidence=0.5,
+            summary="s",
+        ),
+        Incident: Incident(
+            id="i",
+            node="n1",
+            opened_ts=1.0,
+            updated_ts=1.0,
+            status=IncidentStatus.OPEN,
+            severity=Severity.INFO,
+            kind=FindingClass.GPU_XID,
+            summary="s",
+        ),
+        Decision: Decision(
+            id="d", incident_id="i", node="n1", ts=1.0, action=ActionKind.NONE, mode=Mode.OBSERVE, reason="r"
+        ),
+        Command: Command(
+            id="c",
+            decision_id="d",
+            incident_id="i",
+            node="n1",
+            action=ActionKind.DRAIN_REQUEUE,
+            ts=1.0,
+            expires_ts=2.0,
+            drain_reason="sentinel: x",
+        ),
+        ActionResult: ActionResult(
+            id="a", command_id="c", incident_id="i", node="n1", ts=1.0, step=Step.DRAIN, status=StepStatus.OK
+        ),
         DeadLetter: DeadLetter(ts=1.0, reason="r", source_topic="t"),
     }[kind]
     obj = raw(example)
@@ -479,8 +516,11 @@ def test_a_node_name_with_a_newline_at_either_end_is_rejected(name: bytes) -> No
 
 
 def test_a_job_id_with_a_trailing_newline_is_rejected() -> None:
-    obj = raw(ActionResult(id="a", command_id="c", incident_id="i", node="n1", ts=1.0, step=Step.REQUEUE,
-                           status=StepStatus.OK))
+    obj = raw(
+        ActionResult(
+            id="a", command_id="c", incident_id="i", node="n1", ts=1.0, step=Step.REQUEUE, status=StepStatus.OK
+        )
+    )
     obj["job_ids"] = ["1234\n"]
     assert_rejected(json.dumps(obj).encode())
 

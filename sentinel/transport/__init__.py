@@ -8,6 +8,7 @@ message are stored (at-least-once), so every consumer's effects must be idempote
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Protocol
 
 TELEMETRY = "sentinel.telemetry"
@@ -43,6 +44,10 @@ class Consumer(Protocol):
 class Transport(Protocol):
     def publish(self, topic: str, key: str | None, value: bytes) -> None:
         """Append one message; raise ``TransportError`` when it cannot be accepted."""
+        ...
+
+    def publish_batch(self, messages: Iterable[tuple[str, str | None, bytes]]) -> None:
+        """Append messages in order; return once all are accepted, else raise ``TransportError``."""
         ...
 
     def consumer(self, group: str, topics: list[str]) -> Consumer: ...

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Iterable
 
 from sentinel.errors import TransportError
 from sentinel.transport import Message
@@ -44,6 +45,10 @@ class MemoryTransport:
                 raise TransportError(f"topic {topic} is full ({self.capacity} uncommitted messages)")
             t.log.append(Message(topic, 0, t.base + len(t.log), key, bytes(value)))
             self._cond.notify_all()
+
+    def publish_batch(self, messages: Iterable[tuple[str, str | None, bytes]]) -> None:
+        for topic, key, value in messages:
+            self.publish(topic, key, value)
 
     def consumer(self, group: str, topics: list[str]) -> MemoryConsumer:
         with self._cond:

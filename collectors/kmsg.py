@@ -1,0 +1,265 @@
+"""Kernel-log collector: recognise Xid, GSP, PCIe AER, NIC (mlx5/InfiniBand) and machine-check lines.
+
+Reads only (design point 3): a line becomes a ``LogEvent`` or nothing; judging it is the detector's job.
+The log formats and the classification rules are data (``kmsg_patterns.toml``, loaded once), so a new log format,
+a new mlx5 message or a new Xid sub-code is a table edit. The Xid code is read from the line, so an Xid number that
+no table lists still parses.
+
+``KmsgSource`` reads ``/dev/kmsg`` (or tails a regular file such as a syslog file, or a test file) without blocking,
+at most ``max_lines`` lines per ``read()`` so a log storm cannot stall the agent. On its first open it starts at
+the *end*: the boot's old messages (and a file's old lines) are not replayed, because replaying an Xid that was
+handled before an agent restart would act on it twice. Lines written while the agent is down are therefore missed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import IO, Any
+
+from sentinel.clock import Clock
+from sentinel.errors import CollectorError, ConfigError
+from sentinel.events import LogEvent, LogKind
+
+MAX_LINE_BYTES = 64 * 1024  # a longer "line" is cut here rather than buffered without bound
+_KMSG_RECORD_BYTES = 16 * 1024  # one read() of /dev/kmsg returns one record; the kernel's own cap is 8 KiB
+_FIELDS = ("xid", "pci_bus_id")  # named groups that fill LogEvent fields; every other group becomes an attr
+
+
+@dataclass(frozen=True)
+class Prefix:
+    name: str
+    regex: re.Pattern[str]
+    drop: bool  # a line of this shape is not a kernel message
+
+
+@dataclass(frozen=True)
+class Extract:
+    regex: re.Pattern[str]
+    xid: tuple[int, int] | None  # only for Xid codes in this inclusive range
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: LogKind
+    regex: re.Pattern[str]
+    attrs: dict[str, str]
+    extract: tuple[Extract, ...]
+
+
+@dataclass(frozen=True)
+class Patterns:
+    prefixes: tuple[Prefix, ...]
+    rules: tuple[Rule, ...]
+
+
+def load_patterns(text: str, where: str = "kmsg_patterns") -> Patterns:
+    """Build the table from TOML text (format described at the top of ``kmsg_patterns.toml``).
+
+    Raises ``ConfigError`` naming the entry (``kmsg_patterns.rule[3].kind: ...``) for a bad kind or regex.
+    """
+    data = tomllib.loads(text)
+    defs: dict[str, str] = {}
+    for key, value in data.get("defs", {}).items():
+        defs[key] = _expand(str(value), defs)
+
+    def compile_(path: str, pattern: Any) -> re.Pattern[str]:
+        try:
+            return re.compile(_expand(str(pattern), defs))
+        except re.error as exc:
+            raise ConfigError(f"{where}.{path}.regex: {exc}") from None
+
+    prefixes = tuple(
+        Prefix(str(p.get("name", i)), compile_(f"prefix[{i}]", p["regex"]), bool(p.get("drop", False)))
+        for i, p in enumerate(data.get("prefix", []))
+    )
+    rules = []
+    for i, r in enumerate(data.get("rule", [])):
+        try:
+            kind = LogKind(r["kind"])
+        except (KeyError, ValueError):
+            valid = ", ".join(k.value for k in LogKind)
+            raise ConfigError(f"{where}.rule[{i}].kind: must be one of {valid}, got {r.get('kind')!r}") from None
+        extract = tuple(
+            Extract(compile_(f"rule[{i}].extract[{j}]", e["regex"]), (int(e["xid"][0]), int(e["xid"][1])))
+            if "xid" in e
+            else Extract(compile_(f"rule[{i}].extract[{j}]", e["regex"]), None)
+            for j, e in enumerate(r.get("extract", []))
+        )
+        attrs = {str(k): str(v) for k, v in r.get("attrs", {}).items()}
+        rules.append(Rule(kind, compile_(f"rule[{i}]", r["regex"]), attrs, extract))
+    return Patterns(prefixes, tuple(rules))
+
+
+def _expand(pattern: str, defs: dict[str, str]) -> str:
+    for key, value in defs.items():
+        pattern = pattern.replace("{{" + key + "}}", value)
+    return pattern
+
+
+@cache
+def default_patterns() -> Patterns:
+    """The shipped table, read once."""
+    text = resources.files("collectors").joinpath("kmsg_patterns.toml").read_text(encoding="utf-8")
+    return load_patterns(text)
+
+
+def strip_prefix(line: str, patterns: Patterns | None = None) -> str | None:
+    """The kernel message without its log-format prefixes; None when the line is not a kernel message."""
+    patterns = patterns or default_patterns()
+    message = line.rstrip("\r\n")
+    for _ in range(4):  # e.g. syslog header, then dmesg timestamp
+        for prefix in patterns.prefixes:
+            match = prefix.regex.match(message)
+            if match:
+                if prefix.drop:
+                    return None
+                message = message[match.end() :]
+                break
+        else:
+            break
+    return message.strip()
+
+
+def parse_line(line: str, node: str, ts: float, patterns: Patterns | None = None) -> LogEvent | None:
+    """The event a kernel-log line reports (any known format), or None for a line no rule recognises."""
+    patterns = patterns or default_patterns()
+    message = strip_prefix(line, patterns)
+    if not message:
+        return None
+    for rule in patterns.rules:
+        match = rule.regex.search(message)
+        if match is None:
+            continue
+        groups = {k: v for k, v in match.groupdict().items() if v is not None}
+        xid = int(groups["xid"]) if "xid" in groups else None
+        if xid is not None and xid > 65535:
+            continue  # not a real Xid code; LogEvent would reject it on decode
+        attrs = dict(rule.attrs)
+        for extra in rule.extract:
+            if extra.xid is not None and not (xid is not None and extra.xid[0] <= xid <= extra.xid[1]):
+                continue
+            found = extra.regex.search(message)
+            if found:
+                groups.update({k: v for k, v in found.groupdict().items() if v is not None})
+        attrs.update({k[:64]: v.strip()[:512] for k, v in groups.items() if k not in _FIELDS})
+        return LogEvent(node=node, ts=ts, kind=rule.kind, message=message[:4096], xid=xid,
+                        pci_bus_id=groups.get("pci_bus_id"), attrs=attrs)
+    return None
+
+
+class KmsgSource:
+    """Kernel-log events since the previous ``read()``, from ``/dev/kmsg`` or a tailed regular file.
+
+    ``/dev/kmsg`` (a character device) is opened non-blocking and read one record per ``os.read`` until EAGAIN;
+    EPIPE means the ring overwrote records we had not read yet: counted in ``overruns``, reading goes on from the
+    oldest record left. A regular file is tailed by offset: a partial last line waits for its newline, and a file
+    that got shorter (truncated) or was replaced (rotated: new inode) is read from its start; the rest of a rotated
+    file is read first. ``from_start=True`` reads a file's existing lines on the first read (tests, replay).
+    """
+
+    name = "kmsg"
+
+    def __init__(self, path: str = "/dev/kmsg", *, node: str, clock: Clock, max_lines: int = 10_000,
+                 from_start: bool = False, patterns: Patterns | None = None) -> None:
+        self.path = path
+        self.node = node
+        self.clock = clock
+        self.max_lines = max_lines
+        self.patterns = patterns or default_patterns()
+        self.overruns = 0
+        self._from_start = from_start
+        self._kmsg_fd: int | None = None
+        self._file: IO[bytes] | None = None
+        self._inode: int | None = None
+        self._partial = b""
+
+    def read(self) -> list[LogEvent]:
+        """Events from the lines that appeared since the previous call; never blocks. Raises CollectorError."""
+        try:
+            info = os.stat(self.path)
+            if stat.S_ISCHR(info.st_mode):
+                lines = self._read_kmsg()
+            elif stat.S_ISREG(info.st_mode):
+                lines = self._read_file(info)
+            else:
+                raise CollectorError(f"kmsg: {self.path} is neither a character device nor a regular file")
+        except OSError as exc:
+            raise CollectorError(f"kmsg: cannot read {self.path}: {exc.strerror or exc}") from None
+        now = self.clock.now()
+        events = (parse_line(line, self.node, now, self.patterns) for line in lines)
+        return [event for event in events if event is not None]
+
+    def _read_kmsg(self) -> list[str]:
+        if self._kmsg_fd is None:
+            self._kmsg_fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            if not self._from_start:
+                os.lseek(self._kmsg_fd, 0, os.SEEK_END)  # skip the boot's old records
+        lines: list[str] = []
+        while len(lines) < self.max_lines:
+            try:
+                record = os.read(self._kmsg_fd, _KMSG_RECORD_BYTES)
+            except BlockingIOError:
+                break  # EAGAIN: nothing more for now
+            except BrokenPipeError:
+                self.overruns += 1
+                continue
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:  # a record longer than our buffer: skip it rather than stop
+                    continue
+                raise
+            if not record:
+                break
+            # A record is "prefix;message\n" followed by " KEY=value" dictionary lines: keep the first line.
+            lines.append(record.split(b"\n", 1)[0].decode("utf-8", errors="replace"))
+        return lines
+
+    def _read_file(self, info: os.stat_result) -> list[str]:
+        lines: list[str] = []
+        if self._file is not None and info.st_ino != self._inode:  # rotated: finish the old file first
+            lines = self._drain(self._file, self.max_lines)
+            if self._partial:  # its writer moved on to the new file: this line will not be finished
+                lines.append(self._partial.decode("utf-8", errors="replace"))
+            self._close_file()
+            self._from_start = True
+        if self._file is None:
+            self._file = open(self.path, "rb")  # noqa: SIM115 - held open across reads on purpose
+            self._inode = os.fstat(self._file.fileno()).st_ino
+            if not self._from_start:
+                self._file.seek(0, os.SEEK_END)
+            self._from_start = True  # every later (re)open is new content
+        if os.fstat(self._file.fileno()).st_size < self._file.tell():  # truncated (e.g. copytruncate)
+            self._file.seek(0)
+            self._partial = b""
+        return lines + self._drain(self._file, self.max_lines - len(lines))
+
+    def _drain(self, file: IO[bytes], limit: int) -> list[str]:
+        lines: list[str] = []
+        while len(lines) < limit:
+            chunk = file.readline(MAX_LINE_BYTES - len(self._partial))
+            if not chunk:
+                break
+            data = self._partial + chunk
+            if not data.endswith(b"\n") and len(data) < MAX_LINE_BYTES:
+                self._partial = data  # the writer has not finished this line yet
+                break
+            self._partial = b""
+            lines.append(data.decode("utf-8", errors="replace"))
+        return lines
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        self._file, self._inode, self._partial = None, None, b""
+
+    def close(self) -> None:
+        self._close_file()
+        if self._kmsg_fd is not None:
+            os.close(self._kmsg_fd)
+            self._kmsg_fd = None

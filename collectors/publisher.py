@@ -1,0 +1,59 @@
+"""Drains the spool into the transport on its own thread, in order, with backoff while the broker is away."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from collectors.spool import Spool
+from sentinel.errors import TransportError
+from sentinel.metrics import Metrics
+from sentinel.transport import Transport
+
+log = logging.getLogger(__name__)
+
+
+class SpoolPublisher:
+    def __init__(self, spool: Spool, transport: Transport, metrics: Metrics, batch: int = 500,
+                 max_backoff_s: float = 5.0) -> None:
+        self.spool = spool
+        self.transport = transport
+        self.metrics = metrics
+        self.batch = batch
+        self.max_backoff_s = max_backoff_s
+        self.failures = 0
+        self._thread: threading.Thread | None = None
+
+    def drain_once(self) -> int:
+        """Send the oldest batch; return how many were acknowledged (0 when empty). Raises TransportError."""
+        items = self.spool.peek(self.batch)
+        if not items:
+            return 0
+        started = time.perf_counter()
+        self.transport.publish_batch(item for _, item in items)
+        self.metrics.publish_seconds.observe(time.perf_counter() - started)
+        self.spool.remove_through(items[-1][0])
+        for _, (topic, _, _) in items:
+            self.metrics.messages_published.labels(topic).inc()
+        return len(items)
+
+    def run(self, stop: threading.Event) -> None:
+        backoff = 0.1
+        while not stop.is_set():
+            try:
+                if self.drain_once() == 0:
+                    self.spool.available.wait(0.5)
+                backoff = 0.1
+            except TransportError as exc:
+                self.failures += 1
+                self.metrics.publish_failures.inc()
+                log.warning("publish failed (%s); %d message(s) spooled, retrying in %.1f s", exc,
+                            self.spool.depth(), backoff)
+                stop.wait(backoff)
+                backoff = min(backoff * 2, self.max_backoff_s)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        self._thread = threading.Thread(target=self.run, args=(stop,), name="spool-publisher", daemon=True)
+        self._thread.start()
+        return self._thread

@@ -1,0 +1,105 @@
+"""Kafka transport (kafka-python): the distributed engine behind the same Transport protocol.
+
+Producer: ``acks=all``, one request in flight per connection (so a retry cannot reorder a node's messages),
+compression from config, key = node name (so one node's messages stay in one partition, in order).
+Consumer: a consumer group with auto-commit off; ``commit()`` is called after a batch's effects are stored.
+TLS/SASL settings in ``transport.kafka.client`` are passed through to kafka-python unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaError
+
+from sentinel.errors import TransportError
+from sentinel.transport import Message
+
+log = logging.getLogger(__name__)
+
+
+class KafkaTransport:
+    def __init__(self, bootstrap: str, client: dict[str, Any] | None = None, compression: str | None = "gzip",
+                 send_timeout_s: float = 10.0, session_timeout_ms: int = 10_000,
+                 heartbeat_interval_ms: int = 3_000) -> None:
+        self.bootstrap = bootstrap
+        self.client = dict(client or {})
+        self.compression = compression
+        self.send_timeout_s = send_timeout_s
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self._producer: KafkaProducer | None = None
+
+    def _get_producer(self) -> KafkaProducer:
+        if self._producer is None:
+            try:
+                self._producer = KafkaProducer(
+                    bootstrap_servers=self.bootstrap, acks="all", compression_type=self.compression,
+                    linger_ms=5, retries=3, max_in_flight_requests_per_connection=1,
+                    max_block_ms=int(self.send_timeout_s * 1000), request_timeout_ms=int(self.send_timeout_s * 1000),
+                    reconnect_backoff_max_ms=2000, **self.client)
+            except KafkaError as exc:
+                raise TransportError(f"Kafka at {self.bootstrap} unreachable: {exc}") from None
+        return self._producer
+
+    def publish(self, topic: str, key: str | None, value: bytes) -> None:
+        self.publish_batch([(topic, key, value)])
+
+    def publish_batch(self, messages: Iterable[tuple[str, str | None, bytes]]) -> None:
+        """Send all messages and wait until every one is acknowledged; raise TransportError if any was not.
+
+        On error some of the batch may have been written: the caller resends the whole batch, so consumers
+        see at-least-once delivery (they are idempotent).
+        """
+        producer = self._get_producer()
+        try:
+            futures = [producer.send(topic, key=key.encode() if key else None, value=value)
+                       for topic, key, value in messages]
+            producer.flush(timeout=self.send_timeout_s)
+            for future in futures:
+                future.get(timeout=self.send_timeout_s)
+        except KafkaError as exc:
+            raise TransportError(f"Kafka at {self.bootstrap} did not take the batch: {exc}") from None
+
+    def consumer(self, group: str, topics: list[str]) -> KafkaTopicConsumer:
+        return KafkaTopicConsumer(self, group, topics)
+
+    def close(self) -> None:
+        if self._producer is not None:
+            try:
+                self._producer.close(timeout=self.send_timeout_s)
+            except KafkaError as exc:
+                log.warning("closing the Kafka producer: %s", exc)
+            self._producer = None
+
+
+class KafkaTopicConsumer:
+    def __init__(self, transport: KafkaTransport, group: str, topics: list[str]) -> None:
+        try:
+            self._consumer = KafkaConsumer(
+                *topics, bootstrap_servers=transport.bootstrap, group_id=group, enable_auto_commit=False,
+                auto_offset_reset="earliest", session_timeout_ms=transport.session_timeout_ms,
+                heartbeat_interval_ms=transport.heartbeat_interval_ms, **transport.client)
+        except KafkaError as exc:
+            raise TransportError(f"Kafka at {transport.bootstrap} unreachable: {exc}") from None
+
+    def poll(self, max_messages: int = 500, timeout_s: float = 0.0) -> list[Message]:
+        try:
+            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_messages)
+        except KafkaError as exc:
+            raise TransportError(f"Kafka poll failed: {exc}") from None
+        out = [Message(r.topic, r.partition, r.offset, r.key.decode(errors="replace") if r.key else None, r.value)
+               for records in batches.values() for r in records]
+        return out
+
+    def commit(self) -> None:
+        try:
+            self._consumer.commit()
+        except KafkaError as exc:
+            raise TransportError(f"Kafka commit failed: {exc}") from None
+
+    def close(self) -> None:
+        self._consumer.close()

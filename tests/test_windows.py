@@ -1,0 +1,163 @@
+"""Window maths: counter deltas are never negative, and the ring buffer returns the latest rows in time order."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sentinel.counters import counter_deltas
+from sentinel.detector.windows import NodeWindow, counter_delta
+from sentinel.events import GpuReading, GpuState, TelemetrySample
+
+counter_reads = st.none() | st.integers(min_value=0, max_value=2**64 - 1)
+temperatures = st.floats(min_value=-40.0, max_value=130.0, allow_nan=False)
+
+
+def sample(ts: float, *gpus: GpuReading) -> TelemetrySample:
+    return TelemetrySample(node="gpu-01", ts=ts, gpus=list(gpus))
+
+
+def hot(index: int, temp_c: float | None, throttle: int | None = None) -> GpuReading:
+    return GpuReading(index=index, temp_c=temp_c, throttle_reasons=throttle)
+
+
+def column(window: NodeWindow, gpu: int, n: int) -> list[float]:
+    return window.recent(window.temp_c, n)[:, gpu].tolist()
+
+
+# ----- counter arithmetic ------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(counter_reads, counter_reads)
+def test_counter_delta_is_the_increase_or_none_and_never_negative(previous: int | None, current: int | None) -> None:
+    delta = counter_delta(previous, current)
+    if previous is None or current is None or current < previous:
+        assert delta is None
+    else:
+        assert delta == current - previous
+        assert delta >= 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(min_value=0, max_value=2**64 - 1), st.lists(st.integers(min_value=0, max_value=10**6), max_size=10))
+def test_counter_deltas_of_a_monotonic_series_add_up_to_the_total_increase(start: int, steps: list[int]) -> None:
+    reads = [start]
+    for step in steps:
+        reads.append(reads[-1] + step)
+    deltas = [counter_delta(a, b) for a, b in zip(reads, reads[1:], strict=False)]
+    assert sum(d for d in deltas if d is not None) == reads[-1] - reads[0]
+    assert all(d is not None for d in deltas)
+
+
+def test_a_counter_reset_gives_no_delta_rather_than_a_negative_or_wrapped_one() -> None:
+    assert counter_delta(1_000, 3) is None
+    assert counter_delta(2**64 - 1, 0) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.none() | st.dictionaries(st.sampled_from("abcd"), counter_reads, max_size=4),
+    st.dictionaries(st.sampled_from("abcd"), counter_reads, max_size=4),
+)
+def test_counter_deltas_keep_only_counters_with_a_known_non_negative_increase(
+    previous: dict[str, int | None] | None, current: dict[str, int | None]
+) -> None:
+    deltas = counter_deltas(previous, current)
+    for name, delta in deltas.items():
+        assert previous is not None
+        assert delta >= 0 and delta == counter_delta(previous.get(name), current[name])
+    for name in set(current) - set(deltas):
+        assert counter_delta((previous or {}).get(name), current[name]) is None
+
+
+# ----- NodeWindow --------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    size=st.integers(min_value=2, max_value=8),
+    temps=st.lists(temperatures, max_size=30),
+    n=st.integers(min_value=0, max_value=40),
+)
+def test_recent_returns_the_last_rows_in_time_order_after_the_ring_wraps(size: int, temps: list[float], n: int) -> None:
+    window = NodeWindow(size, gpus=1)
+    for i, temp in enumerate(temps):
+        window.push(sample(float(i), hot(0, temp)))
+    keep = min(n, len(temps), size)
+    assert column(window, 0, n) == temps[len(temps) - keep :]
+
+
+def test_recent_after_many_wraps_returns_the_last_n_temperatures() -> None:
+    window = NodeWindow(4, gpus=2)
+    for i in range(11):
+        window.push(sample(float(i), hot(0, 50.0 + i), hot(1, 70.0 + i)))
+    assert column(window, 0, 3) == [58.0, 59.0, 60.0]
+    assert column(window, 1, 4) == [77.0, 78.0, 79.0, 80.0]
+    assert column(window, 0, 100) == [57.0, 58.0, 59.0, 60.0]  # never more than the ring holds
+    assert window.last_ts == 10.0
+
+
+def test_recent_before_anything_was_pushed_is_empty() -> None:
+    window = NodeWindow(5, gpus=2)
+    assert window.recent(window.temp_c, 3).shape == (0, 2)
+
+
+def test_recent_throttle_follows_the_same_ring_as_temperature() -> None:
+    window = NodeWindow(3, gpus=1)
+    for i in range(5):
+        window.push(sample(float(i), hot(0, 80.0, throttle=1 << i)))
+    assert window.recent(window.throttle, 3)[:, 0].tolist() == [1 << 2, 1 << 3, 1 << 4]
+
+
+def test_a_lost_gpu_reads_nan_temperature_even_if_a_value_was_reported() -> None:
+    window = NodeWindow(4, gpus=2)
+    window.push(sample(1.0, hot(0, 60.0), GpuReading(index=1, state=GpuState.LOST, temp_c=55.0)))
+    row = window.recent(window.temp_c, 1)[0]
+    assert row[0] == 60.0
+    assert math.isnan(row[1])
+
+
+def test_a_missing_temperature_reads_nan() -> None:
+    window = NodeWindow(4, gpus=1)
+    window.push(sample(1.0, hot(0, None)))
+    assert math.isnan(window.recent(window.temp_c, 1)[0, 0])
+
+
+def test_a_gpu_absent_from_a_sample_does_not_keep_the_stale_value_of_the_overwritten_row() -> None:
+    window = NodeWindow(2, gpus=2)
+    window.push(sample(1.0, hot(0, 40.0), hot(1, 90.0, throttle=7)))
+    window.push(sample(2.0, hot(0, 41.0), hot(1, 91.0, throttle=7)))
+    window.push(sample(3.0, hot(0, 42.0)))  # overwrites row 0; GPU 1 did not report
+    latest = window.recent(window.temp_c, 1)[0]
+    assert latest[0] == 42.0 and math.isnan(latest[1])
+    assert window.recent(window.throttle, 1)[0, 1] == 0
+
+
+def test_the_window_grows_gpu_columns_when_a_sample_has_more_gpus() -> None:
+    window = NodeWindow(3, gpus=1)
+    window.push(sample(1.0, hot(0, 50.0)))
+    window.push(sample(2.0, hot(0, 51.0), hot(1, 61.0), hot(3, 63.0)))
+    assert window.temp_c.shape == (3, 4)
+    assert window.throttle.shape == (3, 4)
+    rows = window.recent(window.temp_c, 2)
+    assert rows[:, 0].tolist() == [50.0, 51.0]
+    assert math.isnan(rows[0, 1]) and rows[1, 1] == 61.0  # the new column is NaN before it was seen
+    assert math.isnan(rows[1, 2])  # a gap in the indices stays NaN
+    assert rows[1, 3] == 63.0
+
+
+def test_a_sample_with_fewer_gpus_never_shrinks_the_window() -> None:
+    window = NodeWindow(3, gpus=4)
+    window.push(sample(1.0, hot(0, 50.0)))
+    assert window.temp_c.shape == (3, 4)
+    assert np.isnan(window.recent(window.temp_c, 1)[0, 1:]).all()
+
+
+def test_the_largest_counter_the_codec_accepts_fits_the_throttle_column() -> None:
+    window = NodeWindow(2, gpus=1)
+    window.push(sample(1.0, hot(0, 50.0, throttle=2**63 - 1)))
+    assert window.recent(window.throttle, 1)[0, 0] == 2**63 - 1
