@@ -87,14 +87,17 @@ def load_patterns(text: str, where: str = "kmsg_patterns") -> Patterns:
             valid = ", ".join(k.value for k in LogKind)
             raise ConfigError(f"{where}.rule[{i}].kind: must be one of {valid}, got {r.get('kind')!r}") from None
         extract = tuple(
-            Extract(compile_(f"rule[{i}].extract[{j}]", e["regex"]), (int(e["xid"][0]), int(e["xid"][1])))
-            if "xid" in e
-            else Extract(compile_(f"rule[{i}].extract[{j}]", e["regex"]), None)
+            Extract(compile_(f"rule[{i}].extract[{j}]", e["regex"]), _range(e["xid"]) if "xid" in e else None)
             for j, e in enumerate(r.get("extract", []))
         )
         attrs = {str(k): str(v) for k, v in r.get("attrs", {}).items()}
         rules.append(Rule(kind, compile_(f"rule[{i}]", r["regex"]), attrs, extract))
     return Patterns(prefixes, tuple(rules))
+
+
+def _range(pair: Any) -> tuple[int, int]:
+    low, high = pair
+    return int(low), int(high)
 
 
 def _expand(pattern: str, defs: dict[str, str]) -> str:

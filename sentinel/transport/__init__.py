@@ -7,8 +7,8 @@ message are stored (at-least-once), so every consumer's effects must be idempote
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 TELEMETRY = "sentinel.telemetry"
