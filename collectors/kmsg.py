@@ -1,9 +1,8 @@
 """Kernel-log collector: recognise Xid, GSP, PCIe AER, NIC (mlx5/InfiniBand) and machine-check lines.
 
-Reads only (design point 3): a line becomes a ``LogEvent`` or nothing; judging it is the detector's job.
-The log formats and the classification rules are data (``kmsg_patterns.toml``, loaded once), so a new log format,
-a new mlx5 message or a new Xid sub-code is a table edit. The Xid code is read from the line, so an Xid number that
-no table lists still parses.
+Reads only: a line becomes a ``LogEvent`` or nothing; judging it is the detector's job. Log formats and
+classification rules are data (``kmsg_patterns.toml``, loaded once): a new format or message is a table edit, and
+the Xid code is read from the line, so an Xid number no table lists still parses.
 
 ``KmsgSource`` reads ``/dev/kmsg`` (or tails a regular file such as a syslog file, or a test file) without blocking,
 at most ``max_lines`` lines per ``read()`` so a log storm cannot stall the agent. On its first open it starts at
@@ -13,7 +12,6 @@ handled before an agent restart would act on it twice. Lines written while the a
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import stat
@@ -28,13 +26,12 @@ from sentinel.errors import CollectorError, ConfigError
 from sentinel.events import LogEvent, LogKind
 
 MAX_LINE_BYTES = 64 * 1024  # a longer "line" is cut here rather than buffered without bound
-_KMSG_RECORD_BYTES = 16 * 1024  # one read() of /dev/kmsg returns one record; the kernel's own cap is 8 KiB
+_KMSG_RECORD_BYTES = 16 * 1024  # one read() returns one record (kernel cap 8 KiB); too small a buffer is EINVAL
 _FIELDS = ("xid", "pci_bus_id")  # named groups that fill LogEvent fields; every other group becomes an attr
 
 
 @dataclass(frozen=True)
 class Prefix:
-    name: str
     regex: re.Pattern[str]
     drop: bool  # a line of this shape is not a kernel message
 
@@ -42,7 +39,7 @@ class Prefix:
 @dataclass(frozen=True)
 class Extract:
     regex: re.Pattern[str]
-    xid: tuple[int, int] | None  # only for Xid codes in this inclusive range
+    xid: tuple[int, ...] | None  # (low, high): only for Xid codes in this inclusive range
 
 
 @dataclass(frozen=True)
@@ -62,42 +59,38 @@ class Patterns:
 def load_patterns(text: str, where: str = "kmsg_patterns") -> Patterns:
     """Build the table from TOML text (format described at the top of ``kmsg_patterns.toml``).
 
-    Raises ``ConfigError`` naming the entry (``kmsg_patterns.rule[3].kind: ...``) for a bad kind or regex.
+    Raises ``ConfigError`` naming the entry (``kmsg_patterns.rule[3].kind: ...``): bad kind or regex, unknown key.
     """
     data = tomllib.loads(text)
     defs: dict[str, str] = {}
     for key, value in data.get("defs", {}).items():
         defs[key] = _expand(str(value), defs)
 
-    def compile_(path: str, pattern: Any) -> re.Pattern[str]:
+    def entry(path: str, item: Any, allowed: set[str]) -> re.Pattern[str]:
+        if unknown := set(item) - allowed - {"regex"}:
+            raise ConfigError(f"{where}.{path}: unknown key(s) {sorted(unknown)}, valid: {sorted(allowed)} and regex")
         try:
-            return re.compile(_expand(str(pattern), defs))
-        except re.error as exc:
-            raise ConfigError(f"{where}.{path}.regex: {exc}") from None
+            return re.compile(_expand(str(item["regex"]), defs))
+        except (KeyError, re.error) as exc:
+            raise ConfigError(f"{where}.{path}.regex: {'missing' if isinstance(exc, KeyError) else exc}") from None
 
     prefixes = tuple(
-        Prefix(str(p.get("name", i)), compile_(f"prefix[{i}]", p["regex"]), bool(p.get("drop", False)))
+        Prefix(entry(f"prefix[{i}]", p, {"name", "drop"}), bool(p.get("drop", False)))
         for i, p in enumerate(data.get("prefix", []))
     )
     rules = []
     for i, r in enumerate(data.get("rule", [])):
-        try:
-            kind = LogKind(r["kind"])
-        except (KeyError, ValueError):
-            valid = ", ".join(k.value for k in LogKind)
-            raise ConfigError(f"{where}.rule[{i}].kind: must be one of {valid}, got {r.get('kind')!r}") from None
+        regex = entry(f"rule[{i}]", r, {"kind", "attrs", "extract"})
+        if r.get("kind") not in set(LogKind):
+            valid = ", ".join(LogKind)
+            raise ConfigError(f"{where}.rule[{i}].kind: must be one of {valid}, got {r.get('kind')!r}")
         extract = tuple(
-            Extract(compile_(f"rule[{i}].extract[{j}]", e["regex"]), _range(e["xid"]) if "xid" in e else None)
+            Extract(entry(f"rule[{i}].extract[{j}]", e, {"xid"}), tuple(map(int, e["xid"])) if "xid" in e else None)
             for j, e in enumerate(r.get("extract", []))
         )
         attrs = {str(k): str(v) for k, v in r.get("attrs", {}).items()}
-        rules.append(Rule(kind, compile_(f"rule[{i}]", r["regex"]), attrs, extract))
+        rules.append(Rule(LogKind(r["kind"]), regex, attrs, extract))
     return Patterns(prefixes, tuple(rules))
-
-
-def _range(pair: Any) -> tuple[int, int]:
-    low, high = pair
-    return int(low), int(high)
 
 
 def _expand(pattern: str, defs: dict[str, str]) -> str:
@@ -119,8 +112,7 @@ def strip_prefix(line: str, patterns: Patterns | None = None) -> str | None:
     message = line.rstrip("\r\n")
     for _ in range(4):  # e.g. syslog header, then dmesg timestamp
         for prefix in patterns.prefixes:
-            match = prefix.regex.match(message)
-            if match:
+            if match := prefix.regex.match(message):
                 if prefix.drop:
                     return None
                 message = message[match.end() :]
@@ -137,8 +129,7 @@ def parse_line(line: str, node: str, ts: float, patterns: Patterns | None = None
     if not message:
         return None
     for rule in patterns.rules:
-        match = rule.regex.search(message)
-        if match is None:
+        if (match := rule.regex.search(message)) is None:
             continue
         groups = {k: v for k, v in match.groupdict().items() if v is not None}
         xid = int(groups["xid"]) if "xid" in groups else None
@@ -146,10 +137,8 @@ def parse_line(line: str, node: str, ts: float, patterns: Patterns | None = None
             continue  # not a real Xid code; LogEvent would reject it on decode
         attrs = dict(rule.attrs)
         for extra in rule.extract:
-            if extra.xid is not None and not (xid is not None and extra.xid[0] <= xid <= extra.xid[1]):
-                continue
-            found = extra.regex.search(message)
-            if found:
+            in_range = extra.xid is None or (xid is not None and extra.xid[0] <= xid <= extra.xid[-1])
+            if in_range and (found := extra.regex.search(message)):
                 groups.update({k: v for k, v in found.groupdict().items() if v is not None})
         attrs.update({k[:64]: v.strip()[:512] for k, v in groups.items() if k not in _FIELDS})
         return LogEvent(node=node, ts=ts, kind=rule.kind, message=message[:4096], xid=xid,
@@ -171,10 +160,7 @@ class KmsgSource:
 
     def __init__(self, path: str = "/dev/kmsg", *, node: str, clock: Clock, max_lines: int = 10_000,
                  from_start: bool = False, patterns: Patterns | None = None) -> None:
-        self.path = path
-        self.node = node
-        self.clock = clock
-        self.max_lines = max_lines
+        self.path, self.node, self.clock, self.max_lines = path, node, clock, max_lines
         self.patterns = patterns or default_patterns()
         self.overruns = 0
         self._from_start = from_start
@@ -205,18 +191,14 @@ class KmsgSource:
             if not self._from_start:
                 os.lseek(self._kmsg_fd, 0, os.SEEK_END)  # skip the boot's old records
         lines: list[str] = []
-        while len(lines) < self.max_lines:
+        for _ in range(self.max_lines):  # bounded even if every read were an overrun
             try:
                 record = os.read(self._kmsg_fd, _KMSG_RECORD_BYTES)
             except BlockingIOError:
                 break  # EAGAIN: nothing more for now
-            except BrokenPipeError:
+            except BrokenPipeError:  # EPIPE: the kernel already moved us to the oldest record it still has
                 self.overruns += 1
                 continue
-            except OSError as exc:
-                if exc.errno == errno.EINVAL:  # a record longer than our buffer: skip it rather than stop
-                    continue
-                raise
             if not record:
                 break
             # A record is "prefix;message\n" followed by " KEY=value" dictionary lines: keep the first line.

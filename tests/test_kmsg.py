@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.kmsg import KmsgSource, load_patterns, parse_line
+from collectors.kmsg import MAX_LINE_BYTES, KmsgSource, load_patterns, parse_line
 from sentinel import codec
 from sentinel.clock import ManualClock
 from sentinel.errors import CollectorError, ConfigError
@@ -237,6 +237,10 @@ def test_a_bad_pattern_table_names_the_entry_at_fault() -> None:
         load_patterns("[[rule]]\nkind = 'oops'\nregex = 'x'\n")
     with pytest.raises(ConfigError, match=r"prefix\[0\]\.regex"):
         load_patterns("[[prefix]]\nregex = '('\n")
+    with pytest.raises(ConfigError, match=r"rule\[0\]: unknown key\(s\) \['atrs'\]"):
+        load_patterns("[[rule]]\nkind = 'nic'\nregex = 'x'\natrs = { severity = 'fatal' }\n")
+    with pytest.raises(ConfigError, match=r"rule\[0\]\.regex: missing"):
+        load_patterns("[[rule]]\nkind = 'nic'\n")
 
 
 def test_every_event_from_the_data_survives_the_wire_codec(data_dir: Path) -> None:
@@ -305,6 +309,18 @@ def test_a_partial_line_waits_for_its_newline(tmp_path: Path) -> None:
     assert event.xid == 79 and event.message == line[line.index("NVRM") : -1]
 
 
+def test_a_line_that_never_ends_is_cut_rather_than_buffered_without_bound(tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    log.write_text("")
+    source = KmsgSource(str(log), node=NODE, clock=ManualClock())
+    source.read()
+    append(log, "NVRM: Xid (PCI:0000:65:00): 13, " + "x" * (MAX_LINE_BYTES + 100))
+    [event] = source.read()  # the first MAX_LINE_BYTES come out as one line; the rest waits as a partial line
+    assert event.xid == 13 and len(event.message) == 4096
+    append(log, "\n" + XID.format(code=79))
+    assert [e.xid for e in source.read()] == [79]
+
+
 def test_a_truncated_file_is_read_again_from_its_start(tmp_path: Path) -> None:
     log = tmp_path / "kern.log"
     log.write_text(XID.format(code=13) * 5)
@@ -344,11 +360,14 @@ def test_one_read_is_bounded_and_the_rest_comes_next_time(tmp_path: Path) -> Non
 @pytest.mark.skipif(not os.access("/dev/kmsg", os.R_OK), reason="/dev/kmsg is not readable here")
 def test_live_dev_kmsg_reads_without_blocking_or_replaying_the_boot() -> None:
     source = KmsgSource(node=NODE, clock=ManualClock())
+    replay = KmsgSource(node=NODE, clock=ManualClock(), from_start=True)
     try:
         first = source.read()  # starts at the end: the boot's Xids (if any) are history
         second = source.read()
+        whole_ring = replay.read()  # every record still in the ring goes through the record-format parser
     except CollectorError as exc:  # e.g. a container that lists /dev/kmsg but denies reading it
         pytest.skip(str(exc))
     finally:
         source.close()
-    assert isinstance(first, list) and isinstance(second, list) and source.overruns >= 0
+        replay.close()
+    assert all(isinstance(events, list) for events in (first, second, whole_ring)) and source.overruns >= 0
