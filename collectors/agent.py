@@ -1,60 +1,110 @@
-"""The node agent: every interval, read each configured collector and publish one TelemetrySample.
+"""The node agent: every interval, read each due collector and emit one TelemetrySample plus the log events.
 
-A collector that fails is reported in ``collector_errors`` and counted; the agent keeps running.
+Collectors are ``Slot``s: a name, what the reading is (gpus, nics, host or logs), a read function and its own
+interval. A collector that fails is logged, counted, reported in the sample's ``collector_errors`` and retried
+with exponential backoff while the others go on. Each sample carries a per-node sequence number, so a consumer
+can prove that nothing was lost. What the agent produces goes to a ``sink`` (the embedded transport in
+``sentinel run``; the on-disk spool in front of Kafka in ``sentinel agent``) and never waits for a broker.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from sentinel import codec
 from sentinel.clock import Clock
-from sentinel.errors import TransportError
-from sentinel.events import HostReading, TelemetrySample
+from sentinel.errors import SentinelError
+from sentinel.events import GpuReading, HostReading, LogEvent, NicReading, TelemetrySample
 from sentinel.metrics import Metrics
-from sentinel.transport import TELEMETRY, Transport
+from sentinel.transport import LOGS, TELEMETRY
 
 log = logging.getLogger(__name__)
 
+SlotKind = Literal["gpus", "nics", "host", "logs"]
+Item = tuple[str, str | None, bytes]
+MAX_BACKOFF_S = 60.0
 
-class HostSource(Protocol):
+
+@dataclass
+class Slot:
     name: str
-
-    def read(self) -> HostReading: ...
+    kind: SlotKind
+    read: Callable[[], Any]
+    interval_s: float
+    next_due: float = 0.0
+    failures: int = 0
 
 
 class Agent:
-    def __init__(
-        self, node: str, host: HostSource | None, transport: Transport, metrics: Metrics, clock: Clock
-    ) -> None:
+    def __init__(self, node: str, slots: list[Slot], sink: Callable[[list[Item]], None], metrics: Metrics,
+                 clock: Clock, interval_s: float, notify: Callable[[str], None] | None = None) -> None:
         self.node = node
-        self.host = host
-        self.transport = transport
+        self.slots = slots
+        self.sink = sink
         self.metrics = metrics
         self.clock = clock
+        self.interval_s = interval_s
+        self.notify = notify
         self.seq = 0
 
-    def collect(self) -> TelemetrySample:
+    def cycle(self) -> tuple[TelemetrySample, list[LogEvent]]:
+        """Read every due collector once, emit the sample and the log events, return them."""
+        started = time.perf_counter()
+        now = self.clock.now()
+        gpus: list[GpuReading] = []
+        nics: list[NicReading] = []
+        host: HostReading | None = None
+        logs: list[LogEvent] = []
         errors: dict[str, str] = {}
-        host = None
-        if self.host is not None:
+        for slot in self.slots:
+            if now < slot.next_due:
+                continue
             try:
-                host = self.host.read()
-            except (OSError, ValueError, IndexError) as exc:
-                errors[self.host.name] = f"{type(exc).__name__}: {exc}"[:4096]
-                self.metrics.collector_errors.labels(self.host.name).inc()
+                value = slot.read()
+            except (SentinelError, OSError, ValueError) as exc:
+                errors[slot.name] = f"{type(exc).__name__}: {exc}"[:4096]
+                self._failed(slot, now, exc)
+                continue
+            slot.failures, slot.next_due = 0, now + slot.interval_s
+            if slot.kind == "gpus":
+                gpus.extend(value)
+            elif slot.kind == "nics":
+                nics.extend(value)
+            elif slot.kind == "host":
+                host = value
+            else:
+                logs.extend(value)
         self.seq += 1
-        return TelemetrySample(node=self.node, ts=self.clock.now(), seq=self.seq, host=host, collector_errors=errors)
+        sample = TelemetrySample(node=self.node, ts=now, seq=self.seq, interval_s=self.interval_s, gpus=gpus,
+                                 nics=nics, host=host, collector_errors=errors)
+        items: list[Item] = [(TELEMETRY, self.node, codec.encode(sample))]
+        items += [(LOGS, self.node, codec.encode(event)) for event in logs]
+        self.sink(items)
+        self.metrics.samples_collected.inc()
+        self.metrics.agent_cycle_seconds.observe(time.perf_counter() - started)
+        return sample, logs
 
-    def publish_once(self) -> bool:
-        """Collect and publish one sample; False (logged, counted) when the transport refused it."""
-        sample = self.collect()
-        try:
-            self.transport.publish(TELEMETRY, self.node, codec.encode(sample))
-        except TransportError as exc:
-            self.metrics.publish_refused.labels(TELEMETRY).inc()
-            log.warning("telemetry sample %d not published: %s", sample.seq, exc)
-            return False
-        self.metrics.messages_published.labels(TELEMETRY).inc()
-        return True
+    def _failed(self, slot: Slot, now: float, exc: Exception) -> None:
+        slot.failures += 1
+        backoff = min(slot.interval_s * 2 ** (slot.failures - 1), MAX_BACKOFF_S)
+        slot.next_due = now + backoff
+        self.metrics.collector_errors.labels(slot.name).inc()
+        log.warning("collector %s failed (%s); retrying in %.1f s", slot.name, exc, backoff)
+
+    def run(self, stop: threading.Event, max_cycles: int | None = None) -> None:
+        """Sample every ``interval_s`` until ``stop`` is set; tell systemd READY after the first sample."""
+        cycles = 0
+        while not stop.is_set():
+            started = time.monotonic()
+            self.cycle()
+            cycles += 1
+            if self.notify is not None:
+                self.notify("READY=1\nWATCHDOG=1" if cycles == 1 else "WATCHDOG=1")
+            if max_cycles is not None and cycles >= max_cycles:
+                return
+            stop.wait(max(self.interval_s - (time.monotonic() - started), 0.0))

@@ -203,6 +203,85 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_agent(args: argparse.Namespace) -> int:
+    from sentinel import daemon
+
+    cfg = _load_config(args)
+    daemon.validate(cfg)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"sentinel agent: node {cfg.node_name()}, collectors {', '.join(cfg.agent.collectors)}, every "
+          f"{cfg.agent.interval_s:g} s -> {cfg.transport.kind} {cfg.transport.kafka.bootstrap}; spool "
+          f"{cfg.agent.spool_path}", file=sys.stderr)
+    agent = daemon.run_agent(cfg, stop, max_cycles=args.cycles)
+    print(f"stopped after {agent.seq} sample(s)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from sentinel import daemon
+    from sentinel.clock import SystemClock
+    from sentinel.metrics import Metrics
+
+    cfg = _load_config(args)
+    daemon.validate(cfg)
+    agent = daemon.build_agent(cfg, SystemClock(), Metrics(), sink=lambda items: None)
+    sample, logs = agent.cycle()
+    if args.output == "json":
+        print(json.dumps({"sample": msgspec.to_builtins(sample), "logs": msgspec.to_builtins(logs)}, indent=2))
+        return EXIT_OK
+    print(f"node {sample.node} at {fmt_ts(sample.ts)} UTC: {len(sample.gpus)} GPU(s), {len(sample.nics)} NIC(s), "
+          f"{len(logs)} log event(s)")
+    if sample.gpus:
+        gpus = [msgspec.to_builtins(g) for g in sample.gpus]
+        print(render(gpus, [("index", "gpu"), ("state", "state"), ("temp_c", "temp C"), ("power_w", "power W"),
+                            ("util_gpu_pct", "util %"), ("ecc_dbe_volatile", "dbe"), ("pcie_replay", "pcie replay"),
+                            ("uuid", "uuid")]))
+    if sample.nics:
+        nics = [{**msgspec.to_builtins(n), "counters": len(n.counters)} for n in sample.nics]
+        print(render(nics, [("name", "nic"), ("link_layer", "link"), ("state", "state"), ("carrier", "carrier"),
+                            ("speed_mbps", "speed Mb/s"), ("counters", "counters")]))
+    if sample.host:
+        h = sample.host
+        print(f"host: load {h.load1} {h.load5}, cpu {h.cpu_util_pct} %, mem available "
+              f"{(h.mem_available_bytes or 0) / 2**30:.1f} GiB, disk {h.disk_used_pct} % used, boot {h.boot_id}")
+    for name, error in sample.collector_errors.items():
+        print(f"collector {name}: {error}")
+    return EXIT_OK
+
+
+def cmd_parse_log(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from collectors.kmsg import parse_line
+
+    try:
+        handle = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except OSError as exc:
+        raise ValidationError(f"{args.file}: {exc.strerror}") from None
+    recognised = total = 0
+    with handle:
+        for line in handle:
+            total += 1
+            event = parse_line(line.rstrip("\n"), "parsed", time.time())
+            if event is None:
+                continue
+            recognised += 1
+            data = msgspec.to_builtins(event)
+            if args.output == "json":
+                out = {"kind": data["kind"], "xid": data.get("xid"), "pci": data.get("pci_bus_id"),
+                       "attrs": data.get("attrs", {}), "message": data["message"], "line": total}
+                print(json.dumps(out))
+            else:
+                print(f"{total:>6}  {data['kind']:<8} {data.get('xid') or '':>4} {data.get('pci_bus_id') or '':<14} "
+                      f"{data['message'][:90]}")
+    print(f"{recognised} of {total} line(s) recognised", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sentinel.demo import DemoOptions, run_demo
     from sentinel.demo_view import expectations_met, render_demo
@@ -275,6 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
     run = verb("run", "run agent, detector, controller and actuator in one process (embedded transport)", cmd_run)
     run.add_argument("--cycles", type=int, metavar="N", help="stop after N agent intervals (default: run until Ctrl-C)")
 
+    agent = verb("agent", "run the node agent: collectors -> on-disk spool -> Kafka (transport.kind = kafka)",
+                 cmd_agent)
+    agent.add_argument("--cycles", type=int, metavar="N", help="stop after N samples (default: until Ctrl-C)")
+    collect = verb("collect", "read every configured collector once and print the snapshot (diagnostics)",
+                   cmd_collect)
+    collect.add_argument("--once", action="store_true", help="one snapshot (the only mode; kept for clarity)")
+    parse_log = verb("parse-log", "print the kernel-log events Sentinel recognises in FILE (- for stdin)",
+                     cmd_parse_log)
+    parse_log.add_argument("file", metavar="FILE")
+
     demo = verb("demo", "run the real pipeline against a simulated cluster with injected faults", cmd_demo)
     demo.add_argument("--nodes", type=int, default=16, help="simulated nodes, 8 GPUs each (default 16, minimum 9)")
     demo.add_argument("--duration", default="1h", help="simulated time, e.g. 30m, 1h, 6h (default 1h)")
@@ -333,6 +422,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `sentinel ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

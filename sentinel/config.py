@@ -36,24 +36,78 @@ def _positive(field: str, value: float) -> None:
     _require(math.isfinite(value) and value > 0, field, "must be a finite number > 0", value)
 
 
+def _listen(field: str, value: str) -> None:
+    if value:
+        host, _, port = value.rpartition(":")
+        _require(bool(host) and port.isdigit() and 0 < int(port) < 65536, field, "must be HOST:PORT", value)
+
+
 class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     pass
 
 
+class DcgmConfig(_Section, frozen=True):
+    url: str = "http://127.0.0.1:9400/metrics"
+    timeout_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        _require(self.url.startswith(("http://", "https://")), "url", "must be an http(s) URL", self.url)
+        _positive("timeout_s", self.timeout_s)
+
+
+class NicConfig(_Section, frozen=True):
+    sysfs_root: str = "/sys"
+    include: list[str] = msgspec.field(default_factory=list)  # glob patterns; empty: every interface and port
+    exclude: list[str] = msgspec.field(default_factory=lambda: ["lo"])
+
+
+class KmsgConfig(_Section, frozen=True):
+    path: str = "/dev/kmsg"  # or a syslog file to tail
+
+
+class NvmlConfig(_Section, frozen=True):
+    xid_events: bool = True
+
+
 class AgentConfig(_Section, frozen=True):
     node: str = ""  # empty: this host's short name
-    interval_s: float = 10.0
-    collectors: list[str] = msgspec.field(default_factory=lambda: ["host"])
+    interval_s: float = 1.0
+    collectors: list[str] = msgspec.field(default_factory=lambda: ["host", "nvml", "nic", "kmsg"])
+    intervals: dict[str, float] = msgspec.field(default_factory=dict)  # per-collector interval, e.g. host = 10
+    spool_path: str = "sentinel-agent-spool.db"
+    spool_max_messages: int = 100_000
+    metrics_listen: str = ""  # HOST:PORT for the agent's own /metrics
+    dcgm: DcgmConfig = msgspec.field(default_factory=DcgmConfig)
+    nic: NicConfig = msgspec.field(default_factory=NicConfig)
+    kmsg: KmsgConfig = msgspec.field(default_factory=KmsgConfig)
+    nvml: NvmlConfig = msgspec.field(default_factory=NvmlConfig)
 
     def __post_init__(self) -> None:
         _positive("interval_s", self.interval_s)
         if self.node:
             _require(re.match(NODE_NAME_PATTERN, self.node) is not None, "node", "not a valid node name", self.node)
+        for name, value in self.intervals.items():
+            _positive(f"intervals.{name}", value)
+        _require(self.spool_max_messages >= 1, "spool_max_messages", "must be >= 1", self.spool_max_messages)
+        _listen("metrics_listen", self.metrics_listen)
+
+
+class KafkaConfig(_Section, frozen=True):
+    bootstrap: str = "127.0.0.1:9092"
+    compression: Literal["gzip", "none"] = "gzip"
+    send_timeout_s: float = 10.0
+    # passed to kafka-python unchanged: security_protocol, ssl_cafile, sasl_mechanism, sasl_plain_username, ...
+    client: dict[str, str | int | bool] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require(bool(self.bootstrap.strip()), "bootstrap", "must name at least one HOST:PORT", self.bootstrap)
+        _positive("send_timeout_s", self.send_timeout_s)
 
 
 class TransportConfig(_Section, frozen=True):
     kind: str = "memory"
     capacity: int = 100_000  # messages held per topic by the embedded transport before producers are refused
+    kafka: KafkaConfig = msgspec.field(default_factory=KafkaConfig)
 
     def __post_init__(self) -> None:
         _require(self.capacity >= 1, "capacity", "must be >= 1", self.capacity)

@@ -14,8 +14,10 @@ from typing import TypeVar
 
 from prometheus_client import start_http_server
 
-from collectors.agent import Agent
-from collectors.host import HostCollector
+from collectors.agent import Agent, Item, Slot
+from collectors.publisher import SpoolPublisher
+from collectors.registry import COLLECTORS
+from collectors.spool import Spool
 from sentinel.actuator import Actuator
 from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.steps import DryRunActuator
@@ -23,10 +25,11 @@ from sentinel.clock import Clock, SystemClock
 from sentinel.config import Config
 from sentinel.controller import Controller
 from sentinel.detector.service import Detector
-from sentinel.errors import ConfigError
+from sentinel.errors import ConfigError, TransportError
 from sentinel.metrics import Metrics
 from sentinel.policy.breaker import Breaker
 from sentinel.policy.engine import PolicyEngine
+from sentinel.sdnotify import notifier
 from sentinel.store import engine as store_engine
 from sentinel.store.repository import Repository
 from sentinel.transport import Transport
@@ -37,13 +40,19 @@ T = TypeVar("T")
 
 TRANSPORTS: dict[str, Callable[[Config], Transport]] = {
     "memory": lambda config: MemoryTransport(config.transport.capacity),
+    "kafka": lambda config: _kafka(config),
 }
 ACTUATORS: dict[str, Callable[[Config, Clock], Actuator]] = {
     "dryrun": lambda config, clock: DryRunActuator(clock),
 }
-COLLECTORS: dict[str, Callable[[], HostCollector]] = {
-    "host": HostCollector,
-}
+
+
+def _kafka(config: Config) -> Transport:
+    from sentinel.transport.kafka import KafkaTransport  # kafka-python loads slowly: only when configured
+
+    kafka = config.transport.kafka
+    return KafkaTransport(kafka.bootstrap, kafka.client, None if kafka.compression == "none" else kafka.compression,
+                          kafka.send_timeout_s)
 
 
 def plugin(registry: dict[str, T], name: str, path: str) -> T:
@@ -60,6 +69,11 @@ def validate(config: Config) -> None:
     plugin(ACTUATORS, config.actuator.kind, "actuator.kind")
     for name in config.agent.collectors:
         plugin(COLLECTORS, name, "agent.collectors")
+    slots = {*config.agent.collectors, "nvml-events"}
+    for name in config.agent.intervals:
+        if name not in slots:
+            raise ConfigError(f"agent.intervals.{name}: not a configured collector; configured: "
+                              f"{', '.join(sorted(slots))}")
 
 
 def open_repository(config: Config, migrate: bool) -> Repository:
@@ -117,36 +131,76 @@ def build_pipeline(
     )
 
 
-def serve_metrics(config: Config, metrics: Metrics) -> None:
-    if config.metrics.listen:
-        host, _, port = config.metrics.listen.rpartition(":")
+def serve_metrics(listen: str, metrics: Metrics) -> None:
+    if listen:
+        host, _, port = listen.rpartition(":")
         start_http_server(int(port), addr=host, registry=metrics.registry)
-        log.info("serving metrics on http://%s/metrics", config.metrics.listen)
+        log.info("serving metrics on http://%s/metrics", listen)
 
 
-def run(
-    config: Config,
-    stop: threading.Event,
-    max_cycles: int | None = None,
-    on_cycle: Callable[[int, Pipeline], None] | None = None,
-) -> Pipeline:
+def build_slots(config: Config, clock: Clock) -> list[Slot]:
+    node = config.node_name()
+    return [slot for name in config.agent.collectors
+            for slot in plugin(COLLECTORS, name, "agent.collectors")(config, node, clock)]
+
+
+def build_agent(config: Config, clock: Clock, metrics: Metrics, sink: Callable[[list[Item]], None]) -> Agent:
+    return Agent(config.node_name(), build_slots(config, clock), sink, metrics, clock, config.agent.interval_s,
+                 notify=notifier())
+
+
+def run(config: Config, stop: threading.Event, max_cycles: int | None = None) -> Pipeline:
     """Run the whole pipeline on this machine until ``stop`` is set (or ``max_cycles`` intervals passed)."""
     clock = SystemClock()
     metrics = Metrics()
     repo = open_repository(config, migrate=True)
     pipeline = build_pipeline(config, clock, metrics, repo)
-    collectors = [plugin(COLLECTORS, name, "agent.collectors")() for name in config.agent.collectors]
-    agent = Agent(config.node_name(), collectors[0] if collectors else None, pipeline.transport, metrics, clock)
-    serve_metrics(config, metrics)
+
+    def sink(items: list[Item]) -> None:
+        try:
+            pipeline.transport.publish_batch(items)
+        except TransportError as exc:  # embedded transport full: the detector is behind; count, keep sampling
+            metrics.publish_refused.labels(items[0][0]).inc()
+            log.warning("sample not accepted by the embedded transport: %s", exc)
+
+    agent = build_agent(config, clock, metrics, sink)
+    serve_metrics(config.metrics.listen, metrics)
     cycle = 0
     while not stop.is_set():
-        agent.publish_once()
+        started = clock.now()
+        agent.cycle()
         pipeline.pump()
         cycle += 1
-        if on_cycle is not None:
-            on_cycle(cycle, pipeline)
         if max_cycles is not None and cycle >= max_cycles:
             break
-        stop.wait(config.agent.interval_s)
+        stop.wait(max(config.agent.interval_s - (clock.now() - started), 0.0))
     pipeline.transport.close()
     return pipeline
+
+
+def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = None) -> Agent:
+    """The node agent alone: collectors -> on-disk spool -> Kafka (a publisher thread drains the spool)."""
+    if config.transport.kind == "memory":
+        raise ConfigError('transport.kind: the node agent needs "kafka" (use `sentinel run` for one machine)')
+    clock, metrics = SystemClock(), Metrics()
+    transport = plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
+    spool = Spool(config.agent.spool_path, config.agent.spool_max_messages)
+
+    def sink(items: list[Item]) -> None:
+        dropped = spool.append(items)
+        if dropped:
+            metrics.spool_dropped.inc(dropped)
+        metrics.spool_depth.set(spool.depth())
+
+    agent = build_agent(config, clock, metrics, sink)
+    serve_metrics(config.agent.metrics_listen, metrics)
+    publisher_stop = threading.Event()
+    thread = SpoolPublisher(spool, transport, metrics).start(publisher_stop)
+    try:
+        agent.run(stop, max_cycles)
+    finally:
+        publisher_stop.set()
+        thread.join(timeout=30)
+        transport.close()
+        spool.close()
+    return agent

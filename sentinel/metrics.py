@@ -25,6 +25,9 @@ class Metrics:
         self.dead_letters = Counter(
             "sentinel_dead_letters_total", "Messages moved to the dead-letter topic.", ["topic"], registry=r
         )
+        self.samples_collected = Counter(
+            "sentinel_agent_samples_total", "Telemetry samples the agent produced.", registry=r
+        )
         self.samples = Counter("sentinel_samples_total", "Telemetry samples processed by the detector.", registry=r)
         self.gpu_samples = Counter("sentinel_gpu_samples_total", "Per-GPU readings processed.", registry=r)
         self.findings = Counter("sentinel_findings_total", "Findings published.", ["kind", "severity"], registry=r)

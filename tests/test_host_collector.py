@@ -5,14 +5,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from collectors.agent import Agent
+from collectors.agent import Agent, Slot
 from collectors.host import HostCollector
 from sentinel import codec
 from sentinel.clock import ManualClock
 from sentinel.events import TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.transport import TELEMETRY
-from sentinel.transport.memory import MemoryTransport
 
 FIXTURE = Path(__file__).parent / "fixtures" / "proc"
 
@@ -41,12 +40,19 @@ def test_live_proc_reads_on_this_machine() -> None:
     assert len(reading.boot_id) >= 32 and reading.mem_total_bytes and reading.mem_total_bytes > 0
 
 
-def test_a_failing_collector_is_reported_in_the_sample_and_the_agent_keeps_going(tmp_path: Path) -> None:
-    transport, metrics = MemoryTransport(), Metrics()
-    agent = Agent("gpu-node-001", HostCollector(tmp_path / "missing"), transport, metrics, ManualClock())
-    assert agent.publish_once() and agent.publish_once()
-    [first, second] = [codec.decode_as(m.value, TelemetrySample)
-                       for m in transport.consumer("t", [TELEMETRY]).poll(10)]
-    assert first.host is None and "FileNotFoundError" in first.collector_errors["host"]
-    assert (first.seq, second.seq) == (1, 2)
-    assert metrics.collector_errors.labels("host")._value.get() == 2
+def test_a_failing_collector_is_reported_in_the_sample_backs_off_and_the_others_go_on(tmp_path: Path) -> None:
+    clock, metrics, sent = ManualClock(), Metrics(), []
+    broken = Slot("host", "host", HostCollector(tmp_path / "missing").read, interval_s=1.0)
+    working = Slot("host-ok", "host", HostCollector(FIXTURE).read, interval_s=1.0)
+    agent = Agent("gpu-node-001", [broken, working], sent.extend, metrics, clock, interval_s=1.0)
+    errors_by_cycle = []
+    for _ in range(8):
+        sample, _ = agent.cycle()
+        errors_by_cycle.append("host" in sample.collector_errors)
+        assert sample.host is not None and sample.host.boot_id  # the working collector still reports
+        clock.advance(1.0)
+    # tried at t=0, 1 (after 1 s), 3 (after 2 s), 7 (after 4 s): exponential backoff
+    assert errors_by_cycle == [True, True, False, True, False, False, False, True]
+    assert "FileNotFoundError" in codec.decode_as(sent[0][2], TelemetrySample).collector_errors["host"]
+    assert [codec.decode_as(v, TelemetrySample).seq for t, _, v in sent if t == TELEMETRY] == list(range(1, 9))
+    assert metrics.collector_errors.labels("host")._value.get() == 4
