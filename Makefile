@@ -29,7 +29,7 @@ test: $(TEST_STAMP)
 	$(BIN)/mypy sentinel collectors models
 	@bash tests/debian-deps.sh
 	@bash -c 'set -e; trap "bash tests/services.sh stop" EXIT; bash tests/services.sh start; \
-		eval "$$(bash tests/services.sh env postgres)"; $(BIN)/python -m pytest $(PYTEST_ARGS)'
+		eval "$$(bash tests/services.sh env)"; $(BIN)/python -m pytest $(PYTEST_ARGS)'
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check sentinel collectors models migrations tests

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -144,9 +145,10 @@ def build_slots(config: Config, clock: Clock) -> list[Slot]:
             for slot in plugin(COLLECTORS, name, "agent.collectors")(config, node, clock)]
 
 
-def build_agent(config: Config, clock: Clock, metrics: Metrics, sink: Callable[[list[Item]], None]) -> Agent:
-    return Agent(config.node_name(), build_slots(config, clock), sink, metrics, clock, config.agent.interval_s,
-                 notify=notifier())
+def build_agent(config: Config, clock: Clock, metrics: Metrics, sink: Callable[[list[Item]], None],
+                slots: list[Slot] | None = None) -> Agent:
+    slots = build_slots(config, clock) if slots is None else slots
+    return Agent(config.node_name(), slots, sink, metrics, clock, config.agent.interval_s, notify=notifier())
 
 
 def run(config: Config, stop: threading.Event, max_cycles: int | None = None) -> Pipeline:
@@ -178,11 +180,15 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
     return pipeline
 
 
-def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = None) -> Agent:
-    """The node agent alone: collectors -> on-disk spool -> Kafka (a publisher thread drains the spool)."""
+def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = None, slots: list[Slot] | None = None,
+              metrics: Metrics | None = None) -> Agent:
+    """The node agent alone: collectors -> on-disk spool -> Kafka (a publisher thread drains the spool).
+
+    ``slots`` replaces the configured collectors (tests and benchmarks pass fake-NVML slots here).
+    """
     if config.transport.kind == "memory":
         raise ConfigError('transport.kind: the node agent needs "kafka" (use `sentinel run` for one machine)')
-    clock, metrics = SystemClock(), Metrics()
+    clock, metrics = SystemClock(), metrics if metrics is not None else Metrics()
     transport = plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
     spool = Spool(config.agent.spool_path, config.agent.spool_max_messages)
 
@@ -192,12 +198,15 @@ def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = No
             metrics.spool_dropped.inc(dropped)
         metrics.spool_depth.set(spool.depth())
 
-    agent = build_agent(config, clock, metrics, sink)
+    agent = build_agent(config, clock, metrics, sink, slots)
     serve_metrics(config.agent.metrics_listen, metrics)
     publisher_stop = threading.Event()
     thread = SpoolPublisher(spool, transport, metrics).start(publisher_stop)
     try:
         agent.run(stop, max_cycles)
+        deadline = time.monotonic() + config.transport.kafka.send_timeout_s
+        while spool.depth() and time.monotonic() < deadline:  # give the publisher a moment to flush
+            time.sleep(0.05)
     finally:
         publisher_stop.set()
         thread.join(timeout=30)

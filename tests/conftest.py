@@ -40,3 +40,14 @@ def pg_url() -> str:
 def data_dir() -> Path:
     """The shared public datasets (override with SENTINEL_DATA_DIR)."""
     return Path(os.environ.get("SENTINEL_DATA_DIR", ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture
+def kafka_bootstrap() -> str:
+    """HOST:PORT of the tansu broker tests/services.sh started (memory storage)."""
+    bootstrap = os.environ.get("SENTINEL_TEST_KAFKA")
+    if not bootstrap:
+        if os.environ.get("CI"):
+            pytest.fail("SENTINEL_TEST_KAFKA is not set: tests/services.sh did not start tansu")
+        pytest.skip("no Kafka broker: run through `make test` (tests/services.sh starts tansu)")
+    return bootstrap

