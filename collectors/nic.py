@@ -130,11 +130,13 @@ class NicCollector:
             except OSError:  # no statistics/ or hw_counters/ on this device: nothing to read, nothing skipped
                 return {}
         out: dict[str, int] = {}
+        base = os.fspath(directory)
         for name in names:
-            path = directory / name
-            if not os.path.lexists(path):
+            raw = _read(f"{base}/{name}")
+            if raw is _MISSING:
                 continue  # an optional counter this kernel does not have
-            value = _int(path)
+            text = raw.decode("ascii", errors="replace").strip() if raw else ""
+            value = int(text) if _INT.fullmatch(text) else None
             if value is None or not 0 <= value < INT64_LIMIT:
                 self.skipped += 1
                 continue
@@ -153,13 +155,32 @@ def _subdirs(directory: Path) -> list[tuple[str, Path]]:
     return [(n, directory / n) for n in names if (directory / n).is_dir()]
 
 
-def _text(path: Path) -> str | None:
-    """The stripped content of a sysfs file; None if it cannot be read (EINVAL, missing, a directory) or is empty."""
+_MISSING = b"\0missing"
+
+
+def _read(path: str) -> bytes | None:
+    """Raw bytes of a sysfs file with plain syscalls (much cheaper than pathlib's buffered I/O, and sysfs
+    values are tiny); ``_MISSING`` if it does not exist, None if it exists but cannot be read (EINVAL, EISDIR)."""
     try:
-        text = path.read_bytes().decode("ascii", errors="replace").strip()
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return _MISSING
     except OSError:
         return None
-    return text or None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _text(path: Path) -> str | None:
+    """The stripped content of a sysfs file; None if it cannot be read (EINVAL, missing, a directory) or is empty."""
+    raw = _read(os.fspath(path))
+    if raw is None or raw is _MISSING:
+        return None
+    return raw.decode("ascii", errors="replace").strip() or None
 
 
 def _int(path: Path) -> int | None:

@@ -309,6 +309,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_EXPECTATION if problems else EXIT_OK
 
 
+def cmd_bench_agent(args: argparse.Namespace) -> int:
+    from sentinel.bench.agent import render_agent, run_agent_bench
+
+    result = run_agent_bench(args.cycles)
+    print(json.dumps(result, indent=2) if args.json else render_agent(result))
+    return EXIT_OK
+
+
 def cmd_bench_codec(args: argparse.Namespace) -> int:
     from sentinel.bench.codec import render_codec, run_codec_bench
 
@@ -403,6 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
     codec.add_argument("--messages", type=int, default=20_000, help="messages per codec (default 20000)")
     codec.add_argument("--json", action="store_true", help="print results as JSON")
     codec.set_defaults(func=cmd_bench_codec)
+    agent_bench = bench.add_parser("agent", parents=[common], help="CPU cost of one agent sampling cycle")
+    agent_bench.add_argument("--cycles", type=int, default=300, help="cycles to measure (default 300)")
+    agent_bench.add_argument("--json", action="store_true", help="print results as JSON")
+    agent_bench.set_defaults(func=cmd_bench_agent)
     return parser
 
 

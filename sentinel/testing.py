@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+import ctypes
+
 import pynvml
+
+
+class _PlainFieldValue(ctypes.Structure):
+    _fields_ = pynvml.c_nvmlFieldValue_t._fields_
 
 
 @dataclass
@@ -133,7 +139,9 @@ class FakeNvml:
     def nvmlDeviceGetFieldValues(self, h: FakeGpu, field_ids: list[int]) -> Any:  # noqa: N802
         gpu = self._gpu(h, "nvmlDeviceGetFieldValues")
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
-        for slot, field_id in zip(values, field_ids, strict=True):
+        # Fill through a plain view of the same buffer (pynvml's structs hook every attribute write).
+        view = (_PlainFieldValue * len(field_ids)).from_buffer(values)
+        for slot, field_id in zip(view, field_ids, strict=True):
             slot.fieldId = field_id
             value = gpu.fields.get(field_id)
             if value is None:

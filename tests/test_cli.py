@@ -141,3 +141,33 @@ def test_bench_codec_reports_every_codec_as_json() -> None:
     codecs = json.loads(result.stdout)["codecs"]
     assert "msgspec-json (ours, validated)" in codecs
     assert all(v["decode_msgs_per_s"] > 0 for v in codecs.values())
+
+
+def test_bench_agent_reports_the_cost_of_a_cycle_as_json() -> None:
+    result = _run("bench", "agent", "--cycles", "20", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["cpu_us_per_cycle"] > 0 and data["goal_pct_at_1hz"] == 0.3
+    assert {"nvml (8 fake GPUs)", "nic (this host's /sys)", "kmsg (file tail)", "host (/proc)"} <= set(
+        data["cpu_us_by_part"])
+
+
+def test_collect_once_prints_a_snapshot_as_json() -> None:
+    result = _run("collect", "--once", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    sample = json.loads(result.stdout)["sample"]
+    assert sample["seq"] == 1 and sample["host"]["boot_id"] and isinstance(sample["nics"], list)
+
+
+def test_parse_log_prints_one_json_object_per_recognised_line(data_dir: Path) -> None:
+    result = _run("parse-log", str(data_dir / "xid_lines.txt"), "-o", "json")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    xids = [e for e in events if e["kind"] == "xid"]
+    assert len(xids) >= 50 and all(isinstance(e["xid"], int) and e["pci"] for e in xids)
+    assert {48, 119, 145} <= {e["xid"] for e in xids}
+
+
+def test_the_agent_refuses_the_embedded_transport_with_the_fix() -> None:
+    result = _run("agent", "--cycles", "1")
+    assert result.returncode == 1 and 'needs "kafka"' in result.stderr
