@@ -8,11 +8,10 @@ an Xid event or fall off the bus.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
-
-import ctypes
 
 import pynvml
 
