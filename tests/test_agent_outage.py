@@ -65,7 +65,12 @@ def test_no_sample_is_lost_across_a_broker_outage(tmp_path: Path) -> None:
         time.sleep(OUTAGE_S)
         spooled = {node: metrics[node].spool_depth._value.get() for node in NODES}
         broker.start()
-        time.sleep(5)
+        restarted = time.monotonic()
+        time.sleep(2)
+        # Keep sampling until both spools have drained into the restarted broker (bounded wait).
+        while time.monotonic() - restarted < 120 and any(m.spool_depth._value.get() > 5 for m in metrics.values()):
+            time.sleep(0.2)
+        drain_s = time.monotonic() - restarted
     finally:
         stop.set()
         for thread in threads:
@@ -73,6 +78,8 @@ def test_no_sample_is_lost_across_a_broker_outage(tmp_path: Path) -> None:
         broker_alive = broker.proc is not None
     try:
         assert broker_alive
+        assert drain_s < 120, f"spools did not drain within {drain_s:.0f} s of the broker's return"
+        print(f"spooled during the outage: {spooled}; drained {drain_s:.1f} s after the broker returned")
         # While the broker was away, samples piled up in the spool instead of being lost or blocking sampling.
         assert all(depth >= 10 * OUTAGE_S * 0.8 for depth in spooled.values()), spooled
         transport = KafkaTransport(broker.bootstrap, session_timeout_ms=6000, heartbeat_interval_ms=1000)

@@ -171,3 +171,9 @@ def test_parse_log_prints_one_json_object_per_recognised_line(data_dir: Path) ->
 def test_the_agent_refuses_the_embedded_transport_with_the_fix() -> None:
     result = _run("agent", "--cycles", "1")
     assert result.returncode == 1 and 'needs "kafka"' in result.stderr
+
+
+def test_the_documented_example_config_is_valid() -> None:
+    example = Path(__file__).resolve().parent.parent / "docs" / "sentinel.example.toml"
+    result = _run("config", "check", str(example))
+    assert result.returncode == 0, result.stderr

@@ -65,7 +65,18 @@ class KafkaTransport:
             for future in futures:
                 future.get(timeout=self.send_timeout_s)
         except KafkaError as exc:
+            # Drop the producer: records of a failed batch would otherwise stay in its buffer and be sent (or
+            # expire) long after the caller resent them, filling the buffer during a long outage.
+            self._discard_producer()
             raise TransportError(f"Kafka at {self.bootstrap} did not take the batch: {exc}") from None
+
+    def _discard_producer(self) -> None:
+        if self._producer is not None:
+            try:
+                self._producer.close(timeout=0)
+            except KafkaError as exc:
+                log.debug("discarding the Kafka producer: %s", exc)
+            self._producer = None
 
     def consumer(self, group: str, topics: list[str]) -> KafkaTopicConsumer:
         return KafkaTopicConsumer(self, group, topics)
