@@ -20,7 +20,9 @@ class SpoolPublisher:
         self.spool = spool
         self.transport = transport
         self.metrics = metrics
-        self.batch = batch
+        self.max_batch = batch
+        self.batch = batch  # halved after a failed batch, grown by a quarter after a success (a slow broker that
+        # cannot take a big backlog within the send timeout still drains, in smaller pieces)
         self.max_backoff_s = max_backoff_s
         self.failures = 0
         self._thread: threading.Thread | None = None
@@ -45,8 +47,10 @@ class SpoolPublisher:
                 if self.drain_once() == 0:
                     self.spool.available.wait(0.5)
                 backoff = 0.1
+                self.batch = min(self.batch + max(self.batch // 4, 1), self.max_batch)
             except TransportError as exc:
                 self.failures += 1
+                self.batch = max(self.batch // 2, 1)
                 self.metrics.publish_failures.inc()
                 log.warning("publish failed (%s); %d message(s) spooled, retrying in %.1f s", exc,
                             self.spool.depth(), backoff)

@@ -54,7 +54,7 @@ def test_no_sample_is_lost_across_a_broker_outage(tmp_path: Path) -> None:
         for node in NODES:
             config = from_mapping({
                 "agent": {"node": node, "interval_s": 0.1, "spool_path": str(tmp_path / f"{node}.spool")},
-                "transport": {"kind": "kafka", "kafka": {"bootstrap": broker.bootstrap, "send_timeout_s": 2.0}},
+                "transport": {"kind": "kafka", "kafka": {"bootstrap": broker.bootstrap, "send_timeout_s": 5.0}},
             })
             thread = threading.Thread(target=lambda c=config, n=node: agents.__setitem__(
                 n, run_agent(c, stop, slots=_slots(n), metrics=metrics[n])))

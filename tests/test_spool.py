@@ -91,3 +91,36 @@ def test_the_agent_exports_samples_spool_depth_and_publish_failures(tmp_path: Pa
     assert metrics.spool_dropped._value.get() > 0  # the broker never came: oldest samples dropped, sampling went on
     assert "sentinel_agent_cycle_duration_seconds_bucket" in text
     assert 'sentinel_publish_failures_total' in text
+
+
+class _SlowBroker:
+    """A transport that refuses batches larger than it can take in time (a slow broker after an outage)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.taken = limit, []
+
+    def publish_batch(self, messages):  # type: ignore[no-untyped-def]
+        from sentinel.errors import TransportError
+
+        batch = list(messages)
+        if len(batch) > self.limit:
+            raise TransportError("request timed out")
+        self.taken.extend(batch)
+
+
+def test_a_backlog_drains_in_smaller_batches_when_big_ones_time_out(tmp_path: Path) -> None:
+    from collectors.publisher import SpoolPublisher
+
+    spool = Spool(tmp_path / "s.db")
+    spool.append(_items(0, 1000))
+    broker = _SlowBroker(limit=60)
+    publisher = SpoolPublisher(spool, broker, Metrics(), batch=500)  # type: ignore[arg-type]
+    stop = threading.Event()
+    thread = publisher.start(stop)
+    deadline = time.monotonic() + 30
+    while spool.depth() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(10)
+    assert spool.depth() == 0
+    assert [v for _, _, v in broker.taken] == [str(i).encode() for i in range(1000)]  # all, in order, once
