@@ -219,6 +219,31 @@ def cmd_agent(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _service(args: argparse.Namespace, name: str) -> int:
+    from sentinel import daemon
+
+    cfg = _load_config(args)
+    daemon.validate(cfg)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"sentinel {name}: {cfg.transport.kind} {cfg.transport.kafka.bootstrap}, store {cfg.store.url}",
+          file=sys.stderr)
+    if name == "detector":
+        daemon.run_detector(cfg, stop)
+    else:
+        daemon.run_controller(cfg, stop)
+    return EXIT_OK
+
+
+def cmd_detector(args: argparse.Namespace) -> int:
+    return _service(args, "detector")
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    return _service(args, "controller")
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     import msgspec
 
@@ -365,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     agent = verb("agent", "run the node agent: collectors -> on-disk spool -> Kafka (transport.kind = kafka)",
                  cmd_agent)
     agent.add_argument("--cycles", type=int, metavar="N", help="stop after N samples (default: until Ctrl-C)")
+    verb("detector", "run one detector group member (Kafka): telemetry and logs in, findings out", cmd_detector)
+    verb("controller", "run the controller and the actuator (Kafka): findings -> decisions -> commands -> results",
+         cmd_controller)
     collect = verb("collect", "read every configured collector once and print the snapshot (diagnostics)",
                    cmd_collect)
     collect.add_argument("--once", action="store_true", help="one snapshot (the only mode; kept for clarity)")

@@ -94,6 +94,10 @@ class AgentConfig(_Section, frozen=True):
 
 class KafkaConfig(_Section, frozen=True):
     bootstrap: str = "127.0.0.1:9092"
+    # partitions per topic when Sentinel creates them; the commands topic always has exactly one partition, so
+    # exactly one actuator is active (the group member that holds it)
+    partitions: dict[str, int] = msgspec.field(default_factory=lambda: {
+        "telemetry": 12, "logs": 12, "findings": 4, "results": 1, "dead-letters": 1})
     compression: Literal["gzip", "none"] = "gzip"
     send_timeout_s: float = 10.0
     # passed to kafka-python unchanged: security_protocol, ssl_cafile, sasl_mechanism, sasl_plain_username, ...
@@ -101,6 +105,10 @@ class KafkaConfig(_Section, frozen=True):
 
     def __post_init__(self) -> None:
         _require(bool(self.bootstrap.strip()), "bootstrap", "must name at least one HOST:PORT", self.bootstrap)
+        for topic, count in self.partitions.items():
+            _require(topic in ("telemetry", "logs", "findings", "results", "dead-letters"), f"partitions.{topic}",
+                     "not a topic (telemetry, logs, findings, results, dead-letters)", topic)
+            _require(1 <= count <= 10_000, f"partitions.{topic}", "must be in [1, 10000]", count)
         _positive("send_timeout_s", self.send_timeout_s)
 
 
@@ -124,10 +132,15 @@ class ThermalRuleConfig(_Section, frozen=True):
 
 class DetectorConfig(_Section, frozen=True):
     window_samples: int = 60
+    replay_messages: int = 5000  # per partition handed over from another member (Kafka only)
+    record_interval_s: float = 30.0  # how often each node's last-seen and GPU rows are written to the store
     thermal: ThermalRuleConfig = msgspec.field(default_factory=ThermalRuleConfig)
 
     def __post_init__(self) -> None:
         _require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)
+        _require(self.replay_messages >= 0, "replay_messages", "must be >= 0", self.replay_messages)
+        _require(math.isfinite(self.record_interval_s) and self.record_interval_s >= 0, "record_interval_s",
+                 "must be a finite number >= 0", self.record_interval_s)
 
 
 class BreakerConfig(_Section, frozen=True):

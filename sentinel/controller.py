@@ -56,8 +56,8 @@ class Controller:
         self.clock = clock
         self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
 
-    def step(self, max_messages: int = 500) -> int:
-        messages = self.consumer.poll(max_messages)
+    def step(self, max_messages: int = 500, timeout_s: float = 0.0) -> int:
+        messages = self.consumer.poll(max_messages, timeout_s)
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
             self._handle(message)

@@ -33,7 +33,7 @@ from sentinel.policy.engine import PolicyEngine
 from sentinel.sdnotify import notifier
 from sentinel.store import engine as store_engine
 from sentinel.store.repository import Repository
-from sentinel.transport import Transport
+from sentinel.transport import COMMANDS, DEAD_LETTERS, FINDINGS, LOGS, RESULTS, TELEMETRY, Transport
 from sentinel.transport.memory import MemoryTransport
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,66 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
         stop.wait(max(config.agent.interval_s - (clock.now() - started), 0.0))
     pipeline.transport.close()
     return pipeline
+
+
+def topic_partitions(config: Config) -> dict[str, int]:
+    """Partition count per topic; the commands topic has one, so one actuator consumes it at a time."""
+    names = {"telemetry": TELEMETRY, "logs": LOGS, "findings": FINDINGS, "results": RESULTS,
+             "dead-letters": DEAD_LETTERS}
+    counts = {names[k]: v for k, v in config.transport.kafka.partitions.items()}
+    return {**{topic: 1 for topic in names.values()}, **counts, COMMANDS: 1}
+
+
+def _service_transport(config: Config) -> Transport:
+    if config.transport.kind == "memory":
+        raise ConfigError('transport.kind: separate services need "kafka" (use `sentinel run` for one machine)')
+    transport = plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
+    ensure = getattr(transport, "ensure_topics", None)
+    if ensure is not None:
+        ensure(topic_partitions(config))
+    return transport
+
+
+def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None = None) -> Detector:
+    """One detector group member: telemetry and logs in, findings out (scale out by starting more)."""
+    metrics = metrics if metrics is not None else Metrics()
+    repo = open_repository(config, migrate=False)
+    transport = _service_transport(config)
+    detector = Detector(transport, repo, config.detector, metrics, SystemClock())
+    serve_metrics(config.metrics.listen, metrics)
+    try:
+        detector.run(stop)
+    finally:
+        detector.consumer.close()
+        transport.close()
+    return detector
+
+
+def run_controller(config: Config, stop: threading.Event, metrics: Metrics | None = None,
+                   actuator: Actuator | None = None) -> None:
+    """Findings -> policy -> commands, and the actuator (one active: the commands topic has one partition)."""
+    metrics = metrics if metrics is not None else Metrics()
+    clock = SystemClock()
+    repo = open_repository(config, migrate=False)
+    transport = _service_transport(config)
+    if actuator is None:
+        actuator = plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock)
+    policy = PolicyEngine(repo, config.policy, Breaker(repo, config.policy.breaker, metrics), metrics)
+    controller = Controller(transport, repo, policy, config.policy, metrics, clock)
+    actuator_service = ActuatorService(transport, actuator, metrics, clock)
+    serve_metrics(config.metrics.listen, metrics)
+    try:
+        while not stop.is_set():
+            try:
+                controller.step(timeout_s=0.2)
+                actuator_service.step(timeout_s=0.2)
+            except TransportError as exc:
+                log.error("controller: %s; retrying", exc)
+                stop.wait(1.0)
+    finally:
+        controller.consumer.close()
+        actuator_service.consumer.close()
+        transport.close()
 
 
 def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = None, slots: list[Slot] | None = None,

@@ -23,8 +23,8 @@ class ActuatorService:
         self.clock = clock
         self.consumer = transport.consumer(group, [COMMANDS])
 
-    def step(self, max_messages: int = 100) -> int:
-        messages = self.consumer.poll(max_messages)
+    def step(self, max_messages: int = 100, timeout_s: float = 0.0) -> int:
+        messages = self.consumer.poll(max_messages, timeout_s)
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
             try:

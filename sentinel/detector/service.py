@@ -8,6 +8,7 @@ effects, so a crash replays rather than loses (findings have stable ids; the sto
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from sentinel import codec
@@ -15,7 +16,7 @@ from sentinel.clock import Clock
 from sentinel.config import DetectorConfig
 from sentinel.detector.rules import pci_key, sample_rules, xid_rule
 from sentinel.detector.windows import NodeWindow
-from sentinel.errors import CodecError
+from sentinel.errors import CodecError, TransportError
 from sentinel.events import Finding, GpuReading, LogEvent, TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.store.repository import Repository
@@ -40,14 +41,15 @@ class Detector:
         self.config = config
         self.metrics = metrics
         self.clock = clock
-        self.consumer = transport.consumer(group, [TELEMETRY, LOGS])
+        self.consumer = transport.consumer(group, [TELEMETRY, LOGS], replay_messages=config.replay_messages)
+        self.recorded_ts: dict[str, float] = {}  # node -> sample ts last written to the store
         self.windows: dict[str, NodeWindow] = {}
         self.last_gpus: dict[str, dict[int, GpuReading]] = {}
         self.pci_index: dict[str, dict[str, int]] = {}  # node -> pci key -> GPU index
 
-    def step(self, max_messages: int = 2000) -> int:
+    def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
         """Handle what is waiting (up to ``max_messages``); return how many messages were handled."""
-        messages = self.consumer.poll(max_messages)
+        messages = self.consumer.poll(max_messages, timeout_s)
         if not messages:
             return 0
         started = time.perf_counter()
@@ -58,9 +60,13 @@ class Detector:
             self.metrics.messages_consumed.labels(message.topic).inc()
             record = self._decode(message, now)
             if isinstance(record, TelemetrySample):
-                samples.append(record)
-                findings.extend(self.on_sample(record, now))
-            elif isinstance(record, LogEvent):
+                found = self.on_sample(record, now)
+                if not message.replay:
+                    findings.extend(found)
+                    if record.ts - self.recorded_ts.get(record.node, -1e18) >= self.config.record_interval_s:
+                        self.recorded_ts[record.node] = record.ts
+                        samples.append(record)
+            elif isinstance(record, LogEvent) and not message.replay:
                 finding = self.on_log(record, now)
                 if finding is not None:
                     findings.append(finding)
@@ -78,8 +84,18 @@ class Detector:
         try:
             return codec.decode_as(message.value, kind)
         except CodecError as exc:
-            send_dead_letter(self.transport, message, exc.reason, self.metrics, now)
+            if not message.replay:  # a replayed message was dead-lettered when it was live
+                send_dead_letter(self.transport, message, exc.reason, self.metrics, now)
             return None
+
+    def run(self, stop: threading.Event) -> None:
+        """Consume until ``stop`` is set; a failing batch is logged and the loop goes on."""
+        while not stop.is_set():
+            try:
+                self.step(timeout_s=0.5)
+            except TransportError as exc:
+                log.error("detector: %s; retrying", exc)
+                stop.wait(1.0)
 
     def on_sample(self, sample: TelemetrySample, now: float) -> list[Finding]:
         window = self.windows.get(sample.node)

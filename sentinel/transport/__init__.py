@@ -27,6 +27,7 @@ class Message:
     offset: int
     key: str | None
     value: bytes
+    replay: bool = False  # re-read after a partition was assigned, only to rebuild state: produce no effects
 
 
 class Consumer(Protocol):
@@ -50,6 +51,9 @@ class Transport(Protocol):
         """Append messages in order; return once all are accepted, else raise ``TransportError``."""
         ...
 
-    def consumer(self, group: str, topics: list[str]) -> Consumer: ...
+    def consumer(self, group: str, topics: list[str], replay_messages: int = 0) -> Consumer:
+        """Join ``group`` on ``topics``. With ``replay_messages``, each newly assigned partition is first re-read
+        from up to that many messages before its committed offset, marked ``replay`` (state rebuild)."""
+        ...
 
     def close(self) -> None: ...

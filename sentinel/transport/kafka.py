@@ -8,11 +8,12 @@ TLS/SASL settings in ``transport.kafka.client`` are passed through to kafka-pyth
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError
 
 from sentinel.errors import TransportError
@@ -78,8 +79,29 @@ class KafkaTransport:
                 log.debug("discarding the Kafka producer: %s", exc)
             self._producer = None
 
-    def consumer(self, group: str, topics: list[str]) -> KafkaTopicConsumer:
-        return KafkaTopicConsumer(self, group, topics)
+    def consumer(self, group: str, topics: list[str], replay_messages: int = 0) -> KafkaTopicConsumer:
+        return KafkaTopicConsumer(self, group, topics, replay_messages)
+
+    def ensure_topics(self, partitions: dict[str, int]) -> list[str]:
+        """Create missing topics with the given partition counts; return the ones created."""
+        from kafka.admin import KafkaAdminClient, NewTopic
+        from kafka.errors import TopicAlreadyExistsError
+
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, **self.client)
+        except KafkaError as exc:
+            raise TransportError(f"Kafka at {self.bootstrap} unreachable: {exc}") from None
+        try:
+            existing = set(admin.list_topics())
+            wanted = [NewTopic(name, n, 1) for name, n in partitions.items() if name not in existing]
+            if wanted:
+                with contextlib.suppress(TopicAlreadyExistsError):  # another service created it first
+                    admin.create_topics(wanted)
+            return [t.name for t in wanted]
+        except KafkaError as exc:
+            raise TransportError(f"creating topics on {self.bootstrap}: {exc}") from None
+        finally:
+            admin.close()
 
     def close(self) -> None:
         if self._producer is not None:
@@ -90,30 +112,69 @@ class KafkaTransport:
             self._producer = None
 
 
+class _Replay(ConsumerRebalanceListener):
+    """On assignment, seek each partition back ``replay`` messages before its committed offset and remember
+    where live messages begin, so the owner rebuilds its window state before acting (docs/decisions/0005)."""
+
+    def __init__(self, owner: KafkaTopicConsumer, replay: int) -> None:
+        self.owner = owner
+        self.replay = replay
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        for tp in revoked:
+            self.owner.live_from.pop(tp, None)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        consumer = self.owner.consumer
+        for tp in assigned:
+            committed = consumer.committed(tp)
+            if committed is None:
+                continue  # nothing consumed by the group yet: start from the beginning, nothing to rebuild
+            self.owner.live_from[tp] = committed
+            if self.replay > 0:
+                consumer.seek(tp, max(0, committed - self.replay))
+
+
 class KafkaTopicConsumer:
-    def __init__(self, transport: KafkaTransport, group: str, topics: list[str]) -> None:
+    def __init__(self, transport: KafkaTransport, group: str, topics: list[str], replay_messages: int = 0) -> None:
+        self.live_from: dict[Any, int] = {}
         try:
-            self._consumer = KafkaConsumer(
-                *topics, bootstrap_servers=transport.bootstrap, group_id=group, enable_auto_commit=False,
+            self.consumer = KafkaConsumer(
+                bootstrap_servers=transport.bootstrap, group_id=group, enable_auto_commit=False,
                 auto_offset_reset="earliest", session_timeout_ms=transport.session_timeout_ms,
-                heartbeat_interval_ms=transport.heartbeat_interval_ms, **transport.client)
+                heartbeat_interval_ms=transport.heartbeat_interval_ms, api_version=transport.api_version,
+                **transport.client)
+            self.consumer.subscribe(topics, listener=_Replay(self, replay_messages))
         except KafkaError as exc:
             raise TransportError(f"Kafka at {transport.bootstrap} unreachable: {exc}") from None
 
     def poll(self, max_messages: int = 500, timeout_s: float = 0.0) -> list[Message]:
         try:
-            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_messages)
+            batches = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_messages)
         except KafkaError as exc:
             raise TransportError(f"Kafka poll failed: {exc}") from None
-        out = [Message(r.topic, r.partition, r.offset, r.key.decode(errors="replace") if r.key else None, r.value)
-               for records in batches.values() for r in records]
+        out: list[Message] = []
+        for tp, records in batches.items():
+            live_from = self.live_from.get(tp, -1)
+            out.extend(Message(r.topic, r.partition, r.offset, r.key.decode(errors="replace") if r.key else None,
+                               r.value, replay=r.offset < live_from) for r in records)
         return out
+
+    def lag(self) -> int:
+        """Messages between this member's position and the high watermark of its partitions. Uses
+        ``highwater`` (from fetch responses), not ``end_offsets()``, which tansu answers wrongly."""
+        total = 0
+        for tp in self.consumer.assignment():
+            high = self.consumer.highwater(tp)
+            if high is not None:
+                total += max(high - self.consumer.position(tp), 0)
+        return total
 
     def commit(self) -> None:
         try:
-            self._consumer.commit()
+            self.consumer.commit()
         except KafkaError as exc:
             raise TransportError(f"Kafka commit failed: {exc}") from None
 
     def close(self) -> None:
-        self._consumer.close()
+        self.consumer.close()

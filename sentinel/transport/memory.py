@@ -50,7 +50,8 @@ class MemoryTransport:
         for topic, key, value in messages:
             self.publish(topic, key, value)
 
-    def consumer(self, group: str, topics: list[str]) -> MemoryConsumer:
+    def consumer(self, group: str, topics: list[str], replay_messages: int = 0) -> MemoryConsumer:
+        # One process, no rebalances: a partition is never handed over, so there is nothing to replay.
         with self._cond:
             for name in topics:
                 t = self._topic(name)
