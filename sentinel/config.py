@@ -100,6 +100,8 @@ class KafkaConfig(_Section, frozen=True):
         "telemetry": 12, "logs": 12, "findings": 4, "results": 1, "dead-letters": 1})
     compression: Literal["gzip", "none"] = "gzip"
     send_timeout_s: float = 10.0
+    session_timeout_ms: int = 10_000  # a dead group member's partitions move after this long
+    heartbeat_interval_ms: int = 3_000
     # passed to kafka-python unchanged: security_protocol, ssl_cafile, sasl_mechanism, sasl_plain_username, ...
     client: dict[str, str | int | bool] = msgspec.field(default_factory=dict)
 

@@ -53,7 +53,7 @@ def _kafka(config: Config) -> Transport:
 
     kafka = config.transport.kafka
     return KafkaTransport(kafka.bootstrap, kafka.client, None if kafka.compression == "none" else kafka.compression,
-                          kafka.send_timeout_s)
+                          kafka.send_timeout_s, kafka.session_timeout_ms, kafka.heartbeat_interval_ms)
 
 
 def plugin(registry: dict[str, T], name: str, path: str) -> T:
@@ -201,8 +201,8 @@ def _service_transport(config: Config) -> Transport:
 def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None = None) -> Detector:
     """One detector group member: telemetry and logs in, findings out (scale out by starting more)."""
     metrics = metrics if metrics is not None else Metrics()
-    repo = open_repository(config, migrate=False)
     transport = _service_transport(config)
+    repo = open_repository(config, migrate=False)
     detector = Detector(transport, repo, config.detector, metrics, SystemClock())
     serve_metrics(config.metrics.listen, metrics)
     try:
@@ -218,8 +218,8 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     """Findings -> policy -> commands, and the actuator (one active: the commands topic has one partition)."""
     metrics = metrics if metrics is not None else Metrics()
     clock = SystemClock()
-    repo = open_repository(config, migrate=False)
     transport = _service_transport(config)
+    repo = open_repository(config, migrate=False)
     if actuator is None:
         actuator = plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock)
     policy = PolicyEngine(repo, config.policy, Breaker(repo, config.policy.breaker, metrics), metrics)

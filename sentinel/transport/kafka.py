@@ -112,39 +112,33 @@ class KafkaTransport:
             self._producer = None
 
 
-class _Replay(ConsumerRebalanceListener):
-    """On assignment, seek each partition back ``replay`` messages before its committed offset and remember
-    where live messages begin, so the owner rebuilds its window state before acting (docs/decisions/0005)."""
+class _Assignments(ConsumerRebalanceListener):
+    """Notes partitions handed to this member; the consumer seeks them back in its own thread (kafka-python's
+    listener runs on the network thread, where blocking calls such as ``committed()`` are not allowed)."""
 
-    def __init__(self, owner: KafkaTopicConsumer, replay: int) -> None:
-        self.owner = owner
-        self.replay = replay
+    def __init__(self) -> None:
+        self.new: set[Any] = set()
+        self.revoked: set[Any] = set()
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        for tp in revoked:
-            self.owner.live_from.pop(tp, None)
+        self.revoked.update(revoked)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        consumer = self.owner.consumer
-        for tp in assigned:
-            committed = consumer.committed(tp)
-            if committed is None:
-                continue  # nothing consumed by the group yet: start from the beginning, nothing to rebuild
-            self.owner.live_from[tp] = committed
-            if self.replay > 0:
-                consumer.seek(tp, max(0, committed - self.replay))
+        self.new.update(assigned)
 
 
 class KafkaTopicConsumer:
     def __init__(self, transport: KafkaTransport, group: str, topics: list[str], replay_messages: int = 0) -> None:
         self.live_from: dict[Any, int] = {}
+        self.replay = replay_messages
+        self._assignments = _Assignments()
         try:
             self.consumer = KafkaConsumer(
                 bootstrap_servers=transport.bootstrap, group_id=group, enable_auto_commit=False,
                 auto_offset_reset="earliest", session_timeout_ms=transport.session_timeout_ms,
                 heartbeat_interval_ms=transport.heartbeat_interval_ms, api_version=transport.api_version,
                 **transport.client)
-            self.consumer.subscribe(topics, listener=_Replay(self, replay_messages))
+            self.consumer.subscribe(topics, listener=self._assignments)
         except KafkaError as exc:
             raise TransportError(f"Kafka at {transport.bootstrap} unreachable: {exc}") from None
 
@@ -153,12 +147,33 @@ class KafkaTopicConsumer:
             batches = self.consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=max_messages)
         except KafkaError as exc:
             raise TransportError(f"Kafka poll failed: {exc}") from None
+        rewound = self._rebuild_new_partitions()
         out: list[Message] = []
         for tp, records in batches.items():
+            if tp in rewound:
+                continue  # fetched from the committed offset before the rewind: will come again, in order
             live_from = self.live_from.get(tp, -1)
             out.extend(Message(r.topic, r.partition, r.offset, r.key.decode(errors="replace") if r.key else None,
                                r.value, replay=r.offset < live_from) for r in records)
         return out
+
+    def _rebuild_new_partitions(self) -> set[Any]:
+        """For partitions assigned since the last poll: remember where live messages start (the committed
+        offset) and seek back up to ``replay`` messages so the owner can rebuild its state first."""
+        for tp in self._assignments.revoked:
+            self.live_from.pop(tp, None)
+        self._assignments.revoked.clear()
+        rewound: set[Any] = set()
+        for tp in list(self._assignments.new):
+            self._assignments.new.discard(tp)
+            committed = self.consumer.committed(tp)
+            if committed is None:
+                continue  # the group never consumed it: start at the beginning, nothing to rebuild
+            self.live_from[tp] = committed
+            if self.replay > 0 and committed > 0:
+                self.consumer.seek(tp, max(0, committed - self.replay))
+                rewound.add(tp)
+        return rewound
 
     def lag(self) -> int:
         """Messages between this member's position and the high watermark of its partitions. Uses
