@@ -91,8 +91,12 @@ def sample_rules(
     """Rules over one new sample (already pushed into ``window``); ``previous`` holds each GPU's last reading."""
     out: list[Finding] = []
     for gpu in sample.gpus:
-        out.extend(_gpu_lost(window, sample, gpu, now))
-        out.extend(_ecc_dbe(window, sample, gpu, now, previous.get(gpu.index)))
+        if gpu.state is GpuState.LOST or gpu.index in window.lost:
+            out.extend(_gpu_lost(window, sample, gpu, now))
+        prev = previous.get(gpu.index)
+        if gpu.row_remap_failure or (gpu.ecc_dbe_volatile and (prev is None or prev.ecc_dbe_volatile !=
+                                                               gpu.ecc_dbe_volatile)):
+            out.extend(_ecc_dbe(window, sample, gpu, now, prev))
     out.extend(_thermal(window, sample, config, now))
     return out
 
@@ -171,6 +175,10 @@ def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig
     runaway and will hit hardware slowdown and then shutdown (or fall off the bus) — drain it before that.
     """
     rule = config.thermal
+    if not window.hot_reported and all(
+        g.temp_c is None or g.temp_c < rule.temp_c for g in sample.gpus
+    ):  # fast path, nearly every sample: nothing hot now, no episode open
+        return []
     temps = window.recent(window.temp_c, rule.sustain_samples)
     if temps.shape[0] < rule.sustain_samples:
         return []

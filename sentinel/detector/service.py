@@ -42,10 +42,10 @@ class Detector:
         self.metrics = metrics
         self.clock = clock
         self.consumer = transport.consumer(group, [TELEMETRY, LOGS], replay_messages=config.replay_messages)
+        self.samples_seen = self.gpu_samples_seen = self._samples_reported = self._gpu_samples_reported = 0
         self.recorded_ts: dict[str, float] = {}  # node -> sample ts last written to the store
         self.windows: dict[str, NodeWindow] = {}
         self.last_gpus: dict[str, dict[int, GpuReading]] = {}
-        self.pci_index: dict[str, dict[str, int]] = {}  # node -> pci key -> GPU index
 
     def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
         """Handle what is waiting (up to ``max_messages``); return how many messages were handled."""
@@ -56,8 +56,9 @@ class Detector:
         now = self.clock.now()
         samples: list[TelemetrySample] = []
         findings: list[Finding] = []
+        consumed = {TELEMETRY: 0, LOGS: 0}
         for message in messages:
-            self.metrics.messages_consumed.labels(message.topic).inc()
+            consumed[message.topic] = consumed.get(message.topic, 0) + 1
             record = self._decode(message, now)
             if isinstance(record, TelemetrySample):
                 found = self.on_sample(record, now)
@@ -71,11 +72,16 @@ class Detector:
                 if finding is not None:
                     findings.append(finding)
         self.repo.record_samples(samples)
+        for topic, count in consumed.items():
+            self.metrics.messages_consumed.labels(topic).inc(count)
         for finding in findings:
             self.transport.publish(FINDINGS, finding.node, codec.encode(finding))
             self.metrics.messages_published.labels(FINDINGS).inc()
             self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
         self.consumer.commit()
+        self.metrics.samples.inc(self.samples_seen - self._samples_reported)
+        self.metrics.gpu_samples.inc(self.gpu_samples_seen - self._gpu_samples_reported)
+        self._samples_reported, self._gpu_samples_reported = self.samples_seen, self.gpu_samples_seen
         self.metrics.detect_seconds.observe(time.perf_counter() - started)
         return len(messages)
 
@@ -105,17 +111,18 @@ class Detector:
             log.debug("out-of-order sample from %s ignored (%.3f < %.3f)", sample.node, sample.ts, window.last_ts)
             return []
         window.push(sample)
-        self.metrics.samples.inc()
-        self.metrics.gpu_samples.inc(len(sample.gpus))
+        self.samples_seen += 1
+        self.gpu_samples_seen += len(sample.gpus)
         previous = self.last_gpus.get(sample.node, {})
         found = sample_rules(window, sample, self.config, now, previous)
         self.last_gpus[sample.node] = {g.index: g for g in sample.gpus}
-        self.pci_index[sample.node] = {k: g.index for g in sample.gpus if (k := pci_key(g.pci_bus_id))}
         return found
 
     def on_log(self, event: LogEvent, now: float) -> Finding | None:
         gpu_index = event.gpu_index
         if gpu_index is None and event.pci_bus_id:
             key = pci_key(event.pci_bus_id)
-            gpu_index = self.pci_index.get(event.node, {}).get(key) if key else None
+            # built when a log line needs it (rare), not on every sample
+            by_pci = {k: g.index for g in self.last_gpus.get(event.node, {}).values() if (k := pci_key(g.pci_bus_id))}
+            gpu_index = by_pci.get(key) if key else None
         return xid_rule(event, now, gpu_index)

@@ -38,12 +38,14 @@ class NodeWindow:
         top = max((g.index for g in sample.gpus), default=-1) + 1
         self._ensure_gpus(top)
         row = self.count % self.size
-        self.temp_c[row, :] = np.nan
-        self.throttle[row, :] = 0
+        width = self.temp_c.shape[1]
+        temps, throttle = [math.nan] * width, [0] * width  # one row assignment each: cheaper than 2n item writes
         for gpu in sample.gpus:
-            if gpu.state is GpuState.OK and gpu.temp_c is not None and math.isfinite(gpu.temp_c):
-                self.temp_c[row, gpu.index] = gpu.temp_c
-            self.throttle[row, gpu.index] = gpu.throttle_reasons or 0
+            if gpu.state is GpuState.OK and gpu.temp_c is not None:
+                temps[gpu.index] = gpu.temp_c  # finite: the codec rejects NaN and infinities
+            throttle[gpu.index] = gpu.throttle_reasons or 0
+        self.temp_c[row] = temps
+        self.throttle[row] = throttle
         self.count += 1
         self.last_ts = sample.ts
 
