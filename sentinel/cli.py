@@ -342,6 +342,15 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_pipeline(args: argparse.Namespace) -> int:
+    from sentinel.bench.pipeline import render_pipeline, run_pipeline_bench
+
+    result = run_pipeline_bench(args.broker, args.messages, args.nodes,
+                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_pipeline(result))
+    return EXIT_OK
+
+
 def cmd_bench_codec(args: argparse.Namespace) -> int:
     from sentinel.bench.codec import render_codec, run_codec_bench
 
@@ -443,6 +452,12 @@ def build_parser() -> argparse.ArgumentParser:
     agent_bench.add_argument("--cycles", type=int, default=300, help="cycles to measure (default 300)")
     agent_bench.add_argument("--json", action="store_true", help="print results as JSON")
     agent_bench.set_defaults(func=cmd_bench_agent)
+    pipe = bench.add_parser("pipeline", parents=[common], help="detector throughput vs bare Kafka consumption")
+    pipe.add_argument("--broker", required=True, metavar="HOST:PORT", help="Kafka bootstrap (fresh topics are made)")
+    pipe.add_argument("--messages", type=int, default=100_000, help="node-messages to produce (default 100000)")
+    pipe.add_argument("--nodes", type=int, default=1000, help="distinct nodes (default 1000)")
+    pipe.add_argument("--json", action="store_true", help="print results as JSON")
+    pipe.set_defaults(func=cmd_bench_pipeline)
     return parser
 
 

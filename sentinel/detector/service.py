@@ -35,13 +35,18 @@ class Detector:
         metrics: Metrics,
         clock: Clock,
         group: str = "sentinel-detector",
+        topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS),
     ) -> None:
+        """``config.replay_messages``: on a partition handed over from another member, re-read up to that many
+        messages before the committed offset to rebuild windows without acting (decision 0005)."""
         self.transport = transport
         self.repo = repo
         self.config = config
         self.metrics = metrics
         self.clock = clock
-        self.consumer = transport.consumer(group, [TELEMETRY, LOGS], replay_messages=config.replay_messages)
+        self.telemetry_topic, self.logs_topic, self.findings_topic = topics  # other names: benchmarks only
+        self.consumer = transport.consumer(group, [self.telemetry_topic, self.logs_topic],
+                                           replay_messages=config.replay_messages)
         self.samples_seen = self.gpu_samples_seen = self._samples_reported = self._gpu_samples_reported = 0
         self.recorded_ts: dict[str, float] = {}  # node -> sample ts last written to the store
         self.windows: dict[str, NodeWindow] = {}
@@ -56,7 +61,7 @@ class Detector:
         now = self.clock.now()
         samples: list[TelemetrySample] = []
         findings: list[Finding] = []
-        consumed = {TELEMETRY: 0, LOGS: 0}
+        consumed: dict[str, int] = {}
         for message in messages:
             consumed[message.topic] = consumed.get(message.topic, 0) + 1
             record = self._decode(message, now)
@@ -75,8 +80,8 @@ class Detector:
         for topic, count in consumed.items():
             self.metrics.messages_consumed.labels(topic).inc(count)
         for finding in findings:
-            self.transport.publish(FINDINGS, finding.node, codec.encode(finding))
-            self.metrics.messages_published.labels(FINDINGS).inc()
+            self.transport.publish(self.findings_topic, finding.node, codec.encode(finding))
+            self.metrics.messages_published.labels(self.findings_topic).inc()
             self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
         self.consumer.commit()
         self.metrics.samples.inc(self.samples_seen - self._samples_reported)
@@ -86,7 +91,8 @@ class Detector:
         return len(messages)
 
     def _decode(self, message: Message, now: float) -> TelemetrySample | LogEvent | None:
-        kind: type[TelemetrySample] | type[LogEvent] = TelemetrySample if message.topic == TELEMETRY else LogEvent
+        kind: type[TelemetrySample] | type[LogEvent] = (TelemetrySample if message.topic == self.telemetry_topic
+                                                         else LogEvent)
         try:
             return codec.decode_as(message.value, kind)
         except CodecError as exc:

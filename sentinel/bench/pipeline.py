@@ -1,0 +1,249 @@
+"""``sentinel bench pipeline --broker HOST:PORT``: the detector's throughput against bare Kafka consumption.
+
+In one run, on fresh topics of the given broker:
+1. produce N realistic node-messages (8 GPUs each, 4 InfiniBand ports, host);
+2. baseline: a bare kafka-python consumer that only fetches and decodes them (``bare_msgs_per_s``);
+3. the detector end to end (fetch, decode, windows, rules, findings, commits) in this process
+   (``detector_msgs_per_s``; ``ratio`` = detector / bare), and as two group members in two processes
+   (``two_process_msgs_per_s``);
+4. live latency: samples produced at a steady rate while the detector runs, some with a GPU that fell off the
+   bus; sample-to-finding latency p50/p99 is measured at a findings consumer;
+5. detector memory per tracked GPU (tracemalloc over 1,000 nodes' windows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from sentinel import codec
+from sentinel.bench.codec import sample_message
+from sentinel.clock import ManualClock, SystemClock
+from sentinel.config import from_mapping
+from sentinel.detector.service import Detector
+from sentinel.events import Finding, GpuState, TelemetrySample
+from sentinel.metrics import Metrics
+from sentinel.store.engine import make_engine, upgrade
+from sentinel.store.repository import Repository
+from sentinel.tables import render
+from sentinel.transport.kafka import KafkaTransport
+from sentinel.transport.memory import MemoryTransport
+
+Progress = Callable[[str], None]
+
+
+def _messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "") -> list[bytes]:
+    base = [sample_message(i + 1) for i in range(nodes)]
+    out = []
+    for k in range(n):
+        sample = base[k % nodes]
+        sample = msgspec.structs.replace(sample, ts=ts if ts is not None else 1.7e9 + k // nodes, seq=k // nodes + 1)
+        if fault_every and k % fault_every == 0:
+            lost = msgspec.structs.replace(sample.gpus[0], state=GpuState.LOST, temp_c=None)
+            sample = msgspec.structs.replace(sample, node=f"lost{tag}-{k:07d}", gpus=[lost, *sample.gpus[1:]])
+        out.append(codec.encode(sample))
+    return out
+
+
+def _topics(run: str) -> tuple[str, str, str]:
+    return f"bench-{run}.telemetry", f"bench-{run}.logs", f"bench-{run}.findings"
+
+
+def _store(tmp: str) -> Repository:
+    engine = make_engine(f"sqlite:///{tmp}/bench-{uuid.uuid4().hex[:6]}.db")
+    upgrade(engine)
+    return Repository(engine)
+
+
+def _detector_rate(broker: str, topics: tuple[str, str, str], n: int, tmp: str, group: str) -> tuple[float, int]:
+    transport = _kafka(broker)
+    config = from_mapping({"detector": {"record_interval_s": 30}}).detector
+    detector = Detector(transport, _store(tmp), config, Metrics(), SystemClock(), group=group, topics=topics)
+    started = None
+    deadline = time.monotonic() + 300
+    while detector.samples_seen < n and time.monotonic() < deadline:
+        if detector.step(5000, timeout_s=0.5) and started is None:
+            started = time.perf_counter() - 0.0
+    elapsed = time.perf_counter() - (started or time.perf_counter())
+    detector.consumer.close()
+    transport.close()
+    return detector.samples_seen / max(elapsed, 1e-9), detector.samples_seen
+
+
+def _kafka(broker: str) -> KafkaTransport:
+    # gzip, as the agents send (uncompressed 4.9 kB records were an order of magnitude slower to fetch from tansu)
+    return KafkaTransport(broker, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+
+
+def worker(broker: str, run: str, group: str, idle_s: float = 3.0) -> None:
+    """One detector group member for the two-process measurement; prints its counts and times as JSON."""
+    with tempfile.TemporaryDirectory() as tmp:
+        transport = _kafka(broker)
+        config = from_mapping({"detector": {"record_interval_s": 30}}).detector
+        detector = Detector(transport, _store(tmp), config, Metrics(), SystemClock(), group=group,
+                            topics=_topics(run))
+        first = last = None
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < (idle_s if first is not None else 60):
+            if detector.step(5000, timeout_s=0.5):
+                now = time.time()
+                first = first or now
+                last, quiet_since = now, time.monotonic()
+        print(json.dumps({"count": detector.samples_seen, "first": first, "last": last}), flush=True)
+        detector.consumer.close()
+        transport.close()
+
+
+def _two_process_rate(broker: str, run: str, n: int) -> tuple[float, int]:
+    group = f"two-{uuid.uuid4().hex[:6]}"
+    procs = [subprocess.Popen([sys.executable, "-m", "sentinel.bench.pipeline", broker, run, group],
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
+    counted = [r for r in results if r["first"] is not None]
+    total = sum(r["count"] for r in counted)
+    span = max(r["last"] for r in counted) - min(r["first"] for r in counted)
+    return total / max(span, 1e-9), total
+
+
+def _bare_rate(broker: str, topic: str, n: int) -> float:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker, group_id=f"bare-{uuid.uuid4().hex[:6]}",
+                             enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
+                             heartbeat_interval_ms=1000, api_version=(2, 8, 0))
+    count, started = 0, None
+    deadline = time.monotonic() + 300
+    while count < n and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500, max_records=5000).values():
+            if started is None:
+                started = time.perf_counter()
+            for record in records:
+                codec.decode_as(record.value, TelemetrySample)
+                count += 1
+    elapsed = time.perf_counter() - (started or time.perf_counter())
+    consumer.close()
+    return count / max(elapsed, 1e-9)
+
+
+def _latency(broker: str, tmp: str, rate: int = 2000, seconds: float = 5.0) -> list[float]:
+    run = uuid.uuid4().hex[:8]
+    topics = _topics(run)
+    transport = _kafka(broker)
+    transport.ensure_topics({topics[0]: 4, topics[1]: 1, topics[2]: 1})
+    config = from_mapping({"detector": {"record_interval_s": 30}}).detector
+    detector = Detector(transport, _store(tmp), config, Metrics(), SystemClock(), group=f"lat-{run}", topics=topics)
+    findings = transport.consumer(f"find-{run}", [topics[2]])
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: [detector.step(2000, timeout_s=0.2) for _ in iter(stop.is_set, True)])
+    thread.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (detector.consumer.consumer.assignment()  # type: ignore[attr-defined]
+                                               and findings.consumer.assignment()):
+        findings.poll(10, timeout_s=0.2)  # both consumers must have joined before the clock starts
+    latencies: list[float] = []
+    producer = _kafka(broker)
+    for tick in range(int(seconds * 10)):
+        batch = _messages(rate // 10, 500, fault_every=100, ts=time.time(), tag=str(tick))
+        producer.publish_batch((topics[0], f"n{i % 500}", m) for i, m in enumerate(batch))
+        for message in findings.poll(1000):
+            latencies.append(time.time() - codec.decode_as(message.value, Finding).observed_ts)
+        time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(latencies) < int(seconds * rate / 100):
+        for message in findings.poll(1000, timeout_s=0.5):
+            latencies.append(time.time() - codec.decode_as(message.value, Finding).observed_ts)
+    stop.set()
+    thread.join(10)
+    findings.close()
+    producer.close()
+    transport.close()
+    return latencies
+
+
+def _bytes_per_gpu(nodes: int = 1000) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = _store(tmp)
+        transport = MemoryTransport(10**7)
+        config = from_mapping({"detector": {"record_interval_s": 1e9}}).detector
+        tracemalloc.start()
+        before = tracemalloc.take_snapshot()
+        detector = Detector(transport, repo, config, Metrics(), ManualClock())
+        for m in _messages(nodes * 3, nodes):
+            transport.publish("sentinel.telemetry", None, m)
+        while detector.step(5000):
+            pass
+        after = tracemalloc.take_snapshot()
+        tracemalloc.stop()
+        grown = sum(s.size_diff for s in after.compare_to(before, "filename") if "sentinel" in str(s.traceback)
+                    or "numpy" in str(s.traceback) or "msgspec" in str(s.traceback))
+        del detector
+    return grown / (nodes * 8)
+
+
+def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000,
+                       progress: Progress | None = None) -> dict[str, Any]:
+    say = progress or (lambda text: None)
+    run = uuid.uuid4().hex[:8]
+    topics = _topics(run)
+    producer = _kafka(broker)
+    producer.ensure_topics({topics[0]: 4, topics[1]: 1, topics[2]: 1})
+    say(f"producing {messages} node-messages to {topics[0]} (4 partitions)")
+    payload = _messages(messages, nodes)
+    started = time.perf_counter()
+    for i in range(0, len(payload), 2000):
+        producer.publish_batch((topics[0], f"node-{(i + j) % nodes}", m) for j, m in enumerate(payload[i:i + 2000]))
+    produce_rate = messages / (time.perf_counter() - started)
+    producer.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        say("bare kafka-python consume + decode")
+        bare = _bare_rate(broker, topics[0], messages)
+        say("detector, one process")
+        detector, seen = _detector_rate(broker, topics, messages, tmp, f"one-{run}")
+        say("detector, two processes")
+        two, two_seen = _two_process_rate(broker, run, messages)
+        say("live sample-to-finding latency")
+        latencies = sorted(_latency(broker, tmp))
+    say("memory per tracked GPU")
+    per_gpu = _bytes_per_gpu()
+    p = (lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 4)) if latencies else (
+        lambda q: None)
+    return {
+        "messages": messages, "nodes": nodes, "gpus_per_message": 8, "produce_msgs_per_s": round(produce_rate),
+        "bare_msgs_per_s": round(bare), "detector_msgs_per_s": round(detector), "detector_messages": seen,
+        "ratio": round(detector / bare, 3) if bare else None, "two_process_msgs_per_s": round(two),
+        "two_process_messages": two_seen, "gpu_samples_per_s": round(detector * 8),
+        "latency_p50_s": p(0.5), "latency_p99_s": p(0.99), "latency_samples": len(latencies),
+        "latency_mean_s": round(statistics.fmean(latencies), 4) if latencies else None,
+        "bytes_per_gpu": round(per_gpu), "goals": {"ratio": 0.8, "detector_msgs_per_s": 20_000, "bytes_per_gpu": 4096},
+    }
+
+
+def render_pipeline(r: dict[str, Any]) -> str:
+    rows = [
+        {"what": "bare kafka-python consume + decode", "msgs": r["bare_msgs_per_s"], "gpus": r["bare_msgs_per_s"] * 8},
+        {"what": "detector, 1 process", "msgs": r["detector_msgs_per_s"], "gpus": r["gpu_samples_per_s"]},
+        {"what": "detector, 2 processes", "msgs": r["two_process_msgs_per_s"], "gpus": r["two_process_msgs_per_s"] * 8},
+        {"what": "(producer, for reference)", "msgs": r["produce_msgs_per_s"], "gpus": r["produce_msgs_per_s"] * 8},
+    ]
+    return (render(rows, [("what", "path"), ("msgs", "node-msgs/s"), ("gpus", "GPU-samples/s")]) +
+            f"\n\nratio detector/bare: {r['ratio']} (goal >= 0.8)"
+            f"\nsample-to-finding latency: p50 {r['latency_p50_s']} s, p99 {r['latency_p99_s']} s "
+            f"({r['latency_samples']} findings)"
+            f"\ndetector state: {r['bytes_per_gpu']} bytes per tracked GPU (goal <= 4096)")
+
+
+if __name__ == "__main__":  # the two-process measurement's worker: python -m sentinel.bench.pipeline BROKER RUN GROUP
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    worker(sys.argv[1], sys.argv[2], sys.argv[3])
