@@ -1,0 +1,21 @@
+"""`sentinel bench pipeline` runs against the real broker and reports the promised keys with real numbers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "sentinel.cli", "bench", "pipeline", "--broker", kafka_bootstrap,
+                             "--messages", "3000", "--nodes", "100", "--json"],
+                            capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(result.stdout)
+    for key in ("bare_msgs_per_s", "detector_msgs_per_s", "ratio", "two_process_msgs_per_s", "latency_p99_s",
+                "bytes_per_gpu"):
+        assert data[key] is not None and data[key] > 0, key
+    assert data["detector_messages"] == 3000 and data["two_process_messages"] == 3000
+    assert data["latency_samples"] > 0 and data["latency_p50_s"] <= data["latency_p99_s"]
+    assert "bench: producing" in result.stderr  # progress goes to stderr, results to stdout
