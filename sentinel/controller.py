@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 
+import msgspec
+
 from sentinel import codec
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
@@ -149,16 +151,6 @@ class Controller:
             incident = self.repo.open_incident(result.node)
             if incident is not None and incident.id == incident_id:
                 self.repo.save_incident(
-                    Incident(
-                        id=incident.id,
-                        node=incident.node,
-                        opened_ts=incident.opened_ts,
-                        updated_ts=now,
-                        status=IncidentStatus.MITIGATED,
-                        severity=incident.severity,
-                        kind=incident.kind,
-                        summary=incident.summary,
-                        finding_ids=incident.finding_ids,
-                    )
+                    msgspec.structs.replace(incident, updated_ts=now, status=IncidentStatus.MITIGATED)
                 )
             self.repo.set_node_drained(result.node, incident_id)

@@ -25,19 +25,7 @@ class SchedulerActuator:
         results: list[ActionResult] = []
 
         def record(step: Step, status: StepStatus, detail: str, jobs: list[str] | None = None) -> None:
-            results.append(
-                ActionResult(
-                    id=f"{command.id}:{step.value}",
-                    command_id=command.id,
-                    incident_id=command.incident_id,
-                    node=command.node,
-                    ts=self.clock.now(),
-                    step=step,
-                    status=status,
-                    detail=detail[:4096],
-                    job_ids=jobs or [],
-                )
-            )
+            results.append(step_result(command, self.clock.now(), step, status, detail, jobs))
 
         if self.clock.now() > command.expires_ts:
             record(Step.VERIFY, StepStatus.FAILED, "command expired before it could be carried out")
@@ -90,16 +78,13 @@ class DryRunActuator:
         steps = [Step.DRAIN, Step.REQUEUE, Step.VERIFY]
         if command.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE:
             steps.insert(0, Step.CHECKPOINT)
-        return [
-            ActionResult(
-                id=f"{command.id}:{step.value}",
-                command_id=command.id,
-                incident_id=command.incident_id,
-                node=command.node,
-                ts=self.clock.now(),
-                step=step,
-                status=StepStatus.DRY_RUN,
-                detail=f"dry-run: would {step.value} {command.node}",
-            )
-            for step in steps
-        ]
+        now = self.clock.now()
+        return [step_result(command, now, step, StepStatus.DRY_RUN, f"dry-run: would {step.value} {command.node}")
+                for step in steps]
+
+
+def step_result(command: Command, ts: float, step: Step, status: StepStatus, detail: str,
+                jobs: list[str] | None = None) -> ActionResult:
+    """The result of one step of ``command``; its id (``<command>:<step>``) makes a repeat a no-op in the store."""
+    return ActionResult(id=f"{command.id}:{step.value}", command_id=command.id, incident_id=command.incident_id,
+                        node=command.node, ts=ts, step=step, status=status, detail=detail[:4096], job_ids=jobs or [])

@@ -133,39 +133,20 @@ def _ecc_dbe(
     out: list[Finding] = []
     delta = counter_delta(prev.ecc_dbe_volatile if prev else None, gpu.ecc_dbe_volatile)
     if delta is not None and delta > 0:
-        out.append(
-            _finding(
-                "ecc-dbe",
-                FindingClass.GPU_ECC,
-                sample.node,
-                now,
-                sample.ts,
-                Severity.FATAL,
-                Recommendation.DRAIN,
-                1.0,
-                f"GPU {gpu.index}: {delta} new double-bit ECC error(s)",
-                gpu.index,
-                {"ecc_dbe_volatile": gpu.ecc_dbe_volatile or 0, "delta": delta},
-            )
-        )
+        summary = f"GPU {gpu.index}: {delta} new double-bit ECC error(s)"
+        evidence: dict[str, EvidenceValue] = {"ecc_dbe_volatile": gpu.ecc_dbe_volatile or 0, "delta": delta}
+        out.append(_fatal_ecc("ecc-dbe", sample, gpu.index, now, summary, evidence))
     if gpu.row_remap_failure and not (prev and prev.row_remap_failure):
         # Azure healthagent: row-remap failure != 0 is an error (the HBM has run out of spare rows).
-        out.append(
-            _finding(
-                "row-remap-failure",
-                FindingClass.GPU_ECC,
-                sample.node,
-                now,
-                sample.ts,
-                Severity.FATAL,
-                Recommendation.DRAIN,
-                1.0,
-                f"GPU {gpu.index}: row remapping failed",
-                gpu.index,
-                {"row_remap_failure": True},
-            )
-        )
+        summary = f"GPU {gpu.index}: row remapping failed"
+        out.append(_fatal_ecc("row-remap-failure", sample, gpu.index, now, summary, {"row_remap_failure": True}))
     return out
+
+
+def _fatal_ecc(rule: str, sample: TelemetrySample, gpu: int, now: float, summary: str,
+               evidence: dict[str, EvidenceValue]) -> Finding:
+    return _finding(rule, FindingClass.GPU_ECC, sample.node, now, sample.ts, Severity.FATAL, Recommendation.DRAIN,
+                    1.0, summary, gpu, evidence)
 
 
 def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float) -> list[Finding]:
