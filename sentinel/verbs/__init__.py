@@ -1,0 +1,43 @@
+"""What every verb shares: exit codes, output in table or JSON, the config and the store as the flags select.
+
+Each module in this package holds the verbs of one area; ``sentinel/cli.py`` only parses and dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from sentinel import config as config_mod
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EXPECTATION = 0, 1, 2, 3
+
+
+def out(args: argparse.Namespace, data: Any, table: str) -> None:
+    if args.output == "json":
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(table)
+
+
+def load_config(args: argparse.Namespace) -> config_mod.Config:
+    path = args.config or os.environ.get("SENTINEL_CONFIG")
+    environ = dict(os.environ)
+    if args.db:
+        environ["SENTINEL__STORE__URL"] = json.dumps(db_url(args.db))
+    return config_mod.load(path, environ)
+
+
+def db_url(value: str) -> str:
+    return value if "://" in value else f"sqlite:///{value}"
+
+
+def open_repo(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from sentinel.daemon import open_repository
+
+    return open_repository(load_config(args), migrate=False)
+
+
+# ----- verbs ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""Verbs that read or change the store and the config: config check, db, nodes, incidents, status, breaker."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import time
+from typing import Any
+
+from sentinel import config as config_mod
+from sentinel.errors import ValidationError
+from sentinel.events import NODE_NAME_PATTERN
+from sentinel.tables import fmt_ts, parse_duration, render
+from sentinel.verbs import EXIT_ERROR, EXIT_OK, load_config, open_repo, out
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    from sentinel.daemon import validate
+
+    cfg = config_mod.load(args.file, os.environ)
+    validate(cfg)
+    data = config_mod.to_toml_dict(cfg)
+    if args.output == "json":
+        print(json.dumps(data, indent=2))
+    else:
+        print(f"# {args.file}: valid. Normalised configuration with defaults:")
+        print(_toml(data))
+    return EXIT_OK
+
+
+def _toml(data: dict[str, Any], prefix: str = "") -> str:
+    scalars = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    tables = {k: v for k, v in data.items() if isinstance(v, dict)}
+    lines = [f"[{prefix}]"] if prefix and scalars else []
+    lines += [f"{k} = {json.dumps(v)}" for k, v in scalars.items()]
+    for key, value in tables.items():
+        lines.append("")
+        lines.append(_toml(value, f"{prefix}.{key}" if prefix else key))
+    return "\n".join(lines).strip("\n")
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from sentinel.store import engine as store_engine
+
+    cfg = load_config(args)
+    engine = store_engine.make_engine(cfg.store.url)
+    store_engine.upgrade(engine)
+    print(
+        f"store {engine.url.render_as_string(hide_password=True)} is at revision "
+        f"{store_engine.current_revision(engine)} (head)"
+    )
+    return EXIT_OK
+
+
+def cmd_db_current(args: argparse.Namespace) -> int:
+    from sentinel.store import engine as store_engine
+
+    cfg = load_config(args)
+    engine = store_engine.make_engine(cfg.store.url)
+    current, head = store_engine.current_revision(engine), store_engine.head_revision()
+    data = {
+        "url": engine.url.render_as_string(hide_password=True),
+        "current": current,
+        "head": head,
+        "up_to_date": current == head,
+    }
+    out(args, data, f"current: {current or 'none (run `sentinel db upgrade`)'}\nhead:    {head}")
+    return EXIT_OK if current == head else EXIT_ERROR
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    rows = open_repo(args).nodes()
+    for row in rows:
+        row["state"] = "drained" if row["drained_incident_id"] else ("at risk" if row["open_incidents"] else "ok")
+        row["last_seen"] = fmt_ts(row["last_seen_ts"])
+    columns = [
+        ("name", "node"),
+        ("state", "state"),
+        ("gpu_count", "gpus"),
+        ("open_incidents", "open incidents"),
+        ("drained_incident_id", "drained by"),
+        ("last_seen", "last seen (UTC)"),
+    ]
+    out(args, rows, render(rows, columns) if rows else "no nodes recorded yet")
+    return EXIT_OK
+
+
+def cmd_incidents(args: argparse.Namespace) -> int:
+    if args.node and not re.match(NODE_NAME_PATTERN, args.node):
+        raise ValidationError(f"--node: not a valid node name: {args.node!r}")
+    since_ts = time.time() - parse_duration(args.since) if args.since else None
+    rows = open_repo(args).incidents(node=args.node, since_ts=since_ts, limit=args.limit)
+    for row in rows:
+        row["opened"] = fmt_ts(row["opened_ts"])
+    columns = [
+        ("id", "incident"),
+        ("node", "node"),
+        ("status", "status"),
+        ("severity", "severity"),
+        ("kind", "kind"),
+        ("findings", "findings"),
+        ("decision", "action"),
+        ("opened", "opened (UTC)"),
+        ("summary", "summary"),
+    ]
+    out(args, rows, render(rows, columns, max_width=70) if rows else "no incidents")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    repo = open_repo(args)
+    counts = repo.counts()
+    breaker = repo.load_breaker()
+    cfg = load_config(args)
+    data = {
+        "store": repo.engine.url.render_as_string(hide_password=True),
+        "policy_mode": cfg.policy.mode,
+        "actuator": cfg.actuator.kind,
+        "breaker_open": bool(breaker and breaker.is_open),
+        "breaker_reason": breaker.reason if breaker else "",
+        **counts,
+    }
+    lines = [f"{k.replace('_', ' '):<16} {v}" for k, v in data.items()]
+    out(args, data, "\n".join(lines))
+    return EXIT_OK
+
+
+def cmd_breaker(args: argparse.Namespace) -> int:
+    from sentinel.metrics import Metrics
+    from sentinel.policy.breaker import Breaker
+
+    repo = open_repo(args)
+    breaker = Breaker(repo, load_config(args).policy.breaker, Metrics())
+    state = breaker.reset(time.time()) if args.action == "reset" else breaker.state()
+    data = {
+        "open": state.is_open,
+        "reason": state.reason,
+        "changed": fmt_ts(state.changed_ts or None),
+        "nodes_in_window": len({n for _, n in state.recent}),
+    }
+    verb = "reset: breaker closed" if args.action == "reset" else ("OPEN" if state.is_open else "closed")
+    out(args, data, f"breaker {verb}" + (f" ({state.reason})" if state.reason else ""))
+    return EXIT_OK
+
+
