@@ -10,23 +10,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import select, update
 
 from sentinel.events import (
-    ActionKind,
     ActionResult,
     Command,
     Decision,
     Finding,
-    FindingClass,
     Incident,
-    IncidentStatus,
-    Mode,
-    Severity,
     TelemetrySample,
 )
 from sentinel.store import schema as s
+from sentinel.store.queries import Queries
+from sentinel.store.sql import insert_ignore, upsert
 
 
 @dataclass(frozen=True)
@@ -37,12 +33,9 @@ class BreakerRow:
     recent: list[tuple[float, str]]
 
 
-class Repository:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._upserts: dict[tuple[str, str, tuple[str, ...]], Any] = {}
+class Repository(Queries):
+    """Writes (here) and reads (``Queries``) of the store."""
 
-    # ----- writes -------------------------------------------------------------------------------------------
     def record_samples(self, samples: Sequence[TelemetrySample]) -> None:
         """Upsert the nodes and GPUs seen in a batch of telemetry (last value wins)."""
         if not samples:
@@ -78,8 +71,8 @@ class Repository:
                 for g in sample.gpus
             )
         with self.engine.begin() as conn:
-            self._upsert(conn, s.nodes, node_rows, keys=["name"], update_cols=["last_seen_ts", "gpu_count", "boot_id"])
-            self._upsert(
+            upsert(conn, s.nodes, node_rows, keys=["name"], update_cols=["last_seen_ts", "gpu_count", "boot_id"])
+            upsert(
                 conn,
                 s.gpus,
                 gpu_rows,
@@ -89,7 +82,7 @@ class Repository:
 
     def ensure_node(self, node: str, ts: float) -> None:
         with self.engine.begin() as conn:
-            self._insert_ignore(
+            insert_ignore(
                 conn,
                 s.nodes,
                 [
@@ -116,7 +109,7 @@ class Repository:
             "summary": incident.summary,
         }
         with self.engine.begin() as conn:
-            self._upsert(
+            upsert(
                 conn, s.incidents, row, keys=["id"], update_cols=["updated_ts", "status", "severity", "kind", "summary"]
             )
 
@@ -138,7 +131,7 @@ class Repository:
             "evidence": dict(finding.evidence),
         }
         with self.engine.begin() as conn:
-            return self._insert_ignore(conn, s.findings, [row]) > 0
+            return insert_ignore(conn, s.findings, [row]) > 0
 
     def add_decision(self, decision: Decision) -> bool:
         row = {
@@ -152,7 +145,7 @@ class Repository:
             "blocked_by": list(decision.blocked_by),
         }
         with self.engine.begin() as conn:
-            return self._insert_ignore(conn, s.decisions, [row]) > 0
+            return insert_ignore(conn, s.decisions, [row]) > 0
 
     def add_command(self, command: Command) -> bool:
         row = {
@@ -167,7 +160,7 @@ class Repository:
             "status": "pending",
         }
         with self.engine.begin() as conn:
-            return self._insert_ignore(conn, s.commands, [row]) > 0
+            return insert_ignore(conn, s.commands, [row]) > 0
 
     def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> None:
         rows = [
@@ -185,7 +178,7 @@ class Repository:
         ]
         with self.engine.begin() as conn:
             if rows:
-                self._insert_ignore(conn, s.action_results, rows)
+                insert_ignore(conn, s.action_results, rows)
             if command_status and rows:
                 conn.execute(
                     update(s.commands).where(s.commands.c.id == rows[0]["command_id"]).values(status=command_status)
@@ -216,181 +209,4 @@ class Repository:
             "recent": [[ts, node] for ts, node in state.recent],
         }
         with self.engine.begin() as conn:
-            self._upsert(
-                conn, s.breaker_state, row, keys=["id"], update_cols=["is_open", "reason", "changed_ts", "recent"]
-            )
-
-    # ----- reads --------------------------------------------------------------------------------------------
-    def open_incident(self, node: str) -> Incident | None:
-        query = (
-            select(s.incidents)
-            .where(s.incidents.c.node == node, s.incidents.c.status != IncidentStatus.RESOLVED.value)
-            .order_by(s.incidents.c.opened_ts.desc())
-            .limit(1)
-        )
-        with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-            if row is None:
-                return None
-            ids = (
-                conn.execute(
-                    select(s.findings.c.id).where(s.findings.c.incident_id == row["id"]).order_by(s.findings.c.ts)
-                )
-                .scalars()
-                .all()
-            )
-        return _incident(row, list(ids))
-
-    def last_decision_action(self, incident_id: str) -> ActionKind | None:
-        with self.engine.connect() as conn:
-            value = conn.execute(_last_decision_query(incident_id)).scalar_one_or_none()
-        return None if value is None else ActionKind(value)
-
-    def last_executed_ts(self, node: str) -> float | None:
-        """When a disruptive action was last carried out (EXECUTE) on ``node``."""
-        query = select(func.max(s.decisions.c.ts)).where(
-            s.decisions.c.node == node,
-            s.decisions.c.mode == Mode.EXECUTE.value,
-            s.decisions.c.action.in_([ActionKind.CHECKPOINT_DRAIN_REQUEUE.value, ActionKind.DRAIN_REQUEUE.value]),
-        )
-        with self.engine.connect() as conn:
-            value = conn.execute(query).scalar_one_or_none()
-        return None if value is None else float(value)
-
-    def drained_by(self, node: str) -> str | None:
-        with self.engine.connect() as conn:
-            return conn.execute(select(s.nodes.c.drained_incident_id).where(s.nodes.c.name == node)).scalar()
-
-    def node_count(self) -> int:
-        with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(s.nodes)).scalar_one())
-
-    def nodes(self) -> list[dict[str, Any]]:
-        open_q = (
-            select(s.incidents.c.node, func.count().label("n"))
-            .where(s.incidents.c.status != IncidentStatus.RESOLVED.value)
-            .group_by(s.incidents.c.node)
-            .subquery()
-        )
-        query = (
-            select(s.nodes, func.coalesce(open_q.c.n, 0).label("open_incidents"))
-            .outerjoin(open_q, open_q.c.node == s.nodes.c.name)
-            .order_by(s.nodes.c.name)
-        )
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
-
-    def incidents(
-        self, node: str | None = None, since_ts: float | None = None, limit: int = 1000
-    ) -> list[dict[str, Any]]:
-        query = select(s.incidents).order_by(s.incidents.c.opened_ts.desc()).limit(limit)
-        if node is not None:
-            query = query.where(s.incidents.c.node == node)
-        if since_ts is not None:
-            query = query.where(s.incidents.c.updated_ts >= since_ts)
-        with self.engine.connect() as conn:
-            rows = [dict(r) for r in conn.execute(query).mappings()]
-            for row in rows:
-                row["findings"] = conn.execute(
-                    select(func.count()).select_from(s.findings).where(s.findings.c.incident_id == row["id"])
-                ).scalar_one()
-                decided = conn.execute(
-                    select(s.decisions.c.action, s.decisions.c.mode)
-                    .where(s.decisions.c.incident_id == row["id"])
-                    .order_by(s.decisions.c.ts)
-                ).all()
-                executed = [d.action for d in decided if d.mode == Mode.EXECUTE.value]
-                if executed:
-                    row["decision"] = executed[-1]
-                elif decided:
-                    row["decision"] = f"{decided[-1].action} (observed)"
-                else:
-                    row["decision"] = ""
-        return rows
-
-    def table(self, name: str, order_by: str = "ts") -> list[dict[str, Any]]:
-        """Every row of one table (demo summaries, tests); not for large production tables."""
-        table: Table = s.metadata.tables[name]
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(select(table).order_by(table.c[order_by])).mappings()]
-
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        with self.engine.connect() as conn:
-            for name in ("nodes", "gpus", "findings", "incidents", "decisions", "commands", "action_results"):
-                out[name] = int(conn.execute(select(func.count()).select_from(s.metadata.tables[name])).scalar_one())
-            out["open_incidents"] = int(
-                conn.execute(
-                    select(func.count())
-                    .select_from(s.incidents)
-                    .where(s.incidents.c.status != IncidentStatus.RESOLVED.value)
-                ).scalar_one()
-            )
-            out["drained_nodes"] = int(
-                conn.execute(
-                    select(func.count()).select_from(s.nodes).where(s.nodes.c.drained_incident_id.is_not(None))
-                ).scalar_one()
-            )
-        return out
-
-    # ----- helpers ------------------------------------------------------------------------------------------
-    def _insert_stmt(self, conn: Connection, table: Table):  # type: ignore[no-untyped-def]
-        if conn.dialect.name == "postgresql":
-            return postgresql.insert(table)
-        if conn.dialect.name == "sqlite":
-            return sqlite.insert(table)
-        return insert(table)
-
-    def _insert_ignore(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
-        """Insert rows whose key is new; return how many were inserted (0 when all existed)."""
-        stmt = self._insert_stmt(conn, table).on_conflict_do_nothing()
-        if len(rows) == 1:
-            # RETURNING, not rowcount: psycopg 3 reports -1 for INSERT .. ON CONFLICT through SQLAlchemy.
-            key = list(table.primary_key.columns)[0]
-            return len(conn.execute(stmt.values(rows[0]).returning(key)).all())
-        conn.execute(stmt, rows)
-        return len(rows)  # executemany gives no reliable rowcount; callers of batches ignore it
-
-    def _upsert(
-        self,
-        conn: Connection,
-        table: Table,
-        rows: dict[str, Any] | list[dict[str, Any]],
-        keys: list[str],
-        update_cols: list[str],
-    ) -> None:
-        """Insert rows, or update ``update_cols`` where the key exists (one statement, executemany)."""
-        rows = [rows] if isinstance(rows, dict) else rows
-        if not rows:
-            return
-        cache_key = (conn.dialect.name, table.name, tuple(update_cols))
-        stmt = self._upserts.get(cache_key)
-        if stmt is None:
-            base = self._insert_stmt(conn, table)
-            stmt = self._upserts[cache_key] = base.on_conflict_do_update(
-                index_elements=keys, set_={c: base.excluded[c] for c in update_cols}
-            )
-        conn.execute(stmt, rows)
-
-
-def _incident(row: Any, finding_ids: list[str]) -> Incident:
-    return Incident(
-        id=row["id"],
-        node=row["node"],
-        opened_ts=row["opened_ts"],
-        updated_ts=row["updated_ts"],
-        status=IncidentStatus(row["status"]),
-        severity=Severity(row["severity"]),
-        kind=FindingClass(row["kind"]),
-        summary=row["summary"],
-        finding_ids=finding_ids,
-    )
-
-
-def _last_decision_query(incident_id: str):  # type: ignore[no-untyped-def]
-    return (
-        select(s.decisions.c.action)
-        .where(s.decisions.c.incident_id == incident_id)
-        .order_by(s.decisions.c.ts.desc())
-        .limit(1)
-    )
+            upsert(conn, s.breaker_state, row, keys=["id"], update_cols=["is_open", "reason", "changed_ts", "recent"])

@@ -1,0 +1,150 @@
+"""Reads of the store for the policy and for operators; rows come back as records or plain dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, Table, func, select
+
+from sentinel.events import ActionKind, FindingClass, Incident, IncidentStatus, Mode, Severity
+from sentinel.store import schema as s
+
+
+class Queries:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def open_incident(self, node: str) -> Incident | None:
+        query = (
+            select(s.incidents)
+            .where(s.incidents.c.node == node, s.incidents.c.status != IncidentStatus.RESOLVED.value)
+            .order_by(s.incidents.c.opened_ts.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+            if row is None:
+                return None
+            ids = (
+                conn.execute(
+                    select(s.findings.c.id).where(s.findings.c.incident_id == row["id"]).order_by(s.findings.c.ts)
+                )
+                .scalars()
+                .all()
+            )
+        return _incident(row, list(ids))
+
+    def last_decision_action(self, incident_id: str) -> ActionKind | None:
+        with self.engine.connect() as conn:
+            value = conn.execute(_last_decision_query(incident_id)).scalar_one_or_none()
+        return None if value is None else ActionKind(value)
+
+    def last_executed_ts(self, node: str) -> float | None:
+        """When a disruptive action was last carried out (EXECUTE) on ``node``."""
+        query = select(func.max(s.decisions.c.ts)).where(
+            s.decisions.c.node == node,
+            s.decisions.c.mode == Mode.EXECUTE.value,
+            s.decisions.c.action.in_([ActionKind.CHECKPOINT_DRAIN_REQUEUE.value, ActionKind.DRAIN_REQUEUE.value]),
+        )
+        with self.engine.connect() as conn:
+            value = conn.execute(query).scalar_one_or_none()
+        return None if value is None else float(value)
+
+    def drained_by(self, node: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(select(s.nodes.c.drained_incident_id).where(s.nodes.c.name == node)).scalar()
+
+    def node_count(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(s.nodes)).scalar_one())
+
+    def nodes(self) -> list[dict[str, Any]]:
+        open_q = (
+            select(s.incidents.c.node, func.count().label("n"))
+            .where(s.incidents.c.status != IncidentStatus.RESOLVED.value)
+            .group_by(s.incidents.c.node)
+            .subquery()
+        )
+        query = (
+            select(s.nodes, func.coalesce(open_q.c.n, 0).label("open_incidents"))
+            .outerjoin(open_q, open_q.c.node == s.nodes.c.name)
+            .order_by(s.nodes.c.name)
+        )
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
+
+    def incidents(
+        self, node: str | None = None, since_ts: float | None = None, limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        query = select(s.incidents).order_by(s.incidents.c.opened_ts.desc()).limit(limit)
+        if node is not None:
+            query = query.where(s.incidents.c.node == node)
+        if since_ts is not None:
+            query = query.where(s.incidents.c.updated_ts >= since_ts)
+        with self.engine.connect() as conn:
+            rows = [dict(r) for r in conn.execute(query).mappings()]
+            for row in rows:
+                row["findings"] = conn.execute(
+                    select(func.count()).select_from(s.findings).where(s.findings.c.incident_id == row["id"])
+                ).scalar_one()
+                decided = conn.execute(
+                    select(s.decisions.c.action, s.decisions.c.mode)
+                    .where(s.decisions.c.incident_id == row["id"])
+                    .order_by(s.decisions.c.ts)
+                ).all()
+                executed = [d.action for d in decided if d.mode == Mode.EXECUTE.value]
+                if executed:
+                    row["decision"] = executed[-1]
+                elif decided:
+                    row["decision"] = f"{decided[-1].action} (observed)"
+                else:
+                    row["decision"] = ""
+        return rows
+
+    def table(self, name: str, order_by: str = "ts") -> list[dict[str, Any]]:
+        """Every row of one table (demo summaries, tests); not for large production tables."""
+        table: Table = s.metadata.tables[name]
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(select(table).order_by(table.c[order_by])).mappings()]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        with self.engine.connect() as conn:
+            for name in ("nodes", "gpus", "findings", "incidents", "decisions", "commands", "action_results"):
+                out[name] = int(conn.execute(select(func.count()).select_from(s.metadata.tables[name])).scalar_one())
+            out["open_incidents"] = int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(s.incidents)
+                    .where(s.incidents.c.status != IncidentStatus.RESOLVED.value)
+                ).scalar_one()
+            )
+            out["drained_nodes"] = int(
+                conn.execute(
+                    select(func.count()).select_from(s.nodes).where(s.nodes.c.drained_incident_id.is_not(None))
+                ).scalar_one()
+            )
+        return out
+
+
+def _incident(row: Any, finding_ids: list[str]) -> Incident:
+    return Incident(
+        id=row["id"],
+        node=row["node"],
+        opened_ts=row["opened_ts"],
+        updated_ts=row["updated_ts"],
+        status=IncidentStatus(row["status"]),
+        severity=Severity(row["severity"]),
+        kind=FindingClass(row["kind"]),
+        summary=row["summary"],
+        finding_ids=finding_ids,
+    )
+
+
+def _last_decision_query(incident_id: str):  # type: ignore[no-untyped-def]
+    return (
+        select(s.decisions.c.action)
+        .where(s.decisions.c.incident_id == incident_id)
+        .order_by(s.decisions.c.ts.desc())
+        .limit(1)
+    )
