@@ -228,3 +228,17 @@ def test_application_xids_alone_never_drain(repo: Repository, xid: int) -> None:
     rig.xid("gpu-node-001", xid)
     rig.tick()
     assert rig.executed() == []
+
+
+def test_the_same_xid_from_kernel_log_and_nvml_yields_one_finding(repo: Repository) -> None:
+    rig = make_rig(repo)
+    rig.xid("gpu-node-001", 79)  # kernel log, PCI id only
+    event = LogEvent(node="gpu-node-001", ts=rig.clock.now() + 1, kind=LogKind.XID, xid=79, gpu_index=2,
+                     message="NVML Xid critical error event: Xid 79 on GPU 2", attrs={"source": "nvml"})
+    rig.pipeline.transport.publish(LOGS, "gpu-node-001", codec.encode(event))
+    rig.tick()
+    assert [f["rule"] for f in repo.table("findings")] == ["xid-catalog"]
+    rig.clock.advance(120)
+    rig.xid("gpu-node-001", 79)  # minutes later: a new event, a new finding
+    rig.tick()
+    assert len(repo.table("findings")) == 2

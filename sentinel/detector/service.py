@@ -24,6 +24,7 @@ from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
 
 log = logging.getLogger(__name__)
+XID_DEDUP_S = 60.0
 
 
 class Detector:
@@ -49,6 +50,7 @@ class Detector:
                                            replay_messages=config.replay_messages)
         self.samples_seen = self.gpu_samples_seen = self._samples_reported = self._gpu_samples_reported = 0
         self.recorded_ts: dict[str, float] = {}  # node -> sample ts last written to the store
+        self.recent_xids: dict[tuple[str, int | str, int], float] = {}  # (node, GPU, Xid) -> last event ts
         self.windows: dict[str, NodeWindow] = {}
         self.last_gpus: dict[str, dict[int, GpuReading]] = {}
 
@@ -131,4 +133,16 @@ class Detector:
             # built when a log line needs it (rare), not on every sample
             by_pci = {k: g.index for g in self.last_gpus.get(event.node, {}).values() if (k := pci_key(g.pci_bus_id))}
             gpu_index = by_pci.get(key) if key else None
+        if event.xid is not None:
+            # The same Xid reaches us from the kernel log and from NVML's event set, and drivers repeat lines:
+            # one finding per (node, GPU, Xid) within XID_DEDUP_S is enough evidence.
+            where = gpu_index if gpu_index is not None else (pci_key(event.pci_bus_id or "") or "?")
+            seen_key = (event.node, where, event.xid)
+            last = self.recent_xids.get(seen_key)
+            if last is not None and abs(event.ts - last) < XID_DEDUP_S:
+                return None
+            self.recent_xids[seen_key] = event.ts
+            if len(self.recent_xids) > 100_000:  # bounded memory: forget the oldest half
+                for old in sorted(self.recent_xids, key=self.recent_xids.__getitem__)[:50_000]:
+                    del self.recent_xids[old]
         return xid_rule(event, now, gpu_index)
