@@ -41,5 +41,5 @@ COLLECTORS: dict[str, Factory] = {
         config.agent.dcgm.url, config.agent.dcgm.timeout_s).read)],
     "nic": _nic,
     "kmsg": lambda config, node, clock: [_slot(config, "kmsg", "logs", KmsgSource(
-        config.agent.kmsg.path, node=node, clock=clock).read)],
+        config.agent.kmsg.path, node=node, clock=clock, state_path=config.agent.kmsg.state_path or None).read)],
 }

@@ -63,6 +63,7 @@ class NicConfig(_Section, frozen=True):
 
 class KmsgConfig(_Section, frozen=True):
     path: str = "/dev/kmsg"  # or a syslog file to tail
+    state_path: str = "sentinel-kmsg.position"  # read position kept across restarts; "" = start at the end
 
 
 class NvmlConfig(_Section, frozen=True):

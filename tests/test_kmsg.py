@@ -371,3 +371,40 @@ def test_live_dev_kmsg_reads_without_blocking_or_replaying_the_boot() -> None:
         source.close()
         replay.close()
     assert all(isinstance(events, list) for events in (first, second, whole_ring)) and source.overruns >= 0
+
+
+def test_a_restarted_source_reads_what_was_logged_while_it_was_down(tmp_path: Path) -> None:
+    from sentinel.clock import ManualClock
+
+    log, state = tmp_path / "kern.log", str(tmp_path / "kmsg.position")
+    log.write_text("old line before the agent ever ran\n")
+    first = KmsgSource(str(log), node="n1", clock=ManualClock(), state_path=state)
+    assert first.read() == []  # first start: skips what was already there
+    with log.open("a") as handle:
+        handle.write("kernel: NVRM: Xid (PCI:0000:65:00): 79, pid='<unknown>', GPU has fallen off the bus.\n")
+    assert [e.xid for e in first.read()] == [79]
+    first.close()
+    with log.open("a") as handle:  # logged while the agent was down
+        handle.write("kernel: NVRM: Xid (PCI:0000:65:00): 48, pid=1, name=python, DBE\n")
+    second = KmsgSource(str(log), node="n1", clock=ManualClock(), state_path=state)
+    assert [e.xid for e in second.read()] == [48]  # not 79 again, and 48 not lost
+    second.close()
+
+
+def test_the_kernel_ring_position_survives_a_restart_on_this_boot(tmp_path: Path) -> None:
+    import os
+
+    from sentinel.clock import ManualClock
+
+    if not os.access("/dev/kmsg", os.R_OK):
+        pytest.skip("/dev/kmsg is not readable here")
+    state = str(tmp_path / "kmsg.position")
+    first = KmsgSource("/dev/kmsg", node="n1", clock=ManualClock(), state_path=state)
+    first.read()
+    first.close()
+    saved = Path(state).read_text().split()
+    assert len(saved) == 2 and saved[1].isdigit()
+    second = KmsgSource("/dev/kmsg", node="n1", clock=ManualClock(), state_path=state)
+    second.read()
+    assert second.last_seq is not None and second.last_seq >= int(saved[1])
+    second.close()
