@@ -18,6 +18,7 @@ from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
 from sentinel.verbs.bench import cmd_bench_agent, cmd_bench_codec, cmd_bench_pipeline, cmd_demo
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
+from sentinel.verbs.sim import cmd_sim_plan
 from sentinel.verbs.store import (
     cmd_breaker,
     cmd_config_check,
@@ -111,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     breaker = verb("breaker", "show or reset the circuit breaker", cmd_breaker)
     breaker.add_argument("action", choices=("status", "reset"), nargs="?", default="status")
+
+    sim = verbs.add_parser("sim", help="simulator scenarios").add_subparsers(dest="sub", required=True)
+    sim_plan = sim.add_parser("plan", parents=[common],
+                              help="print a scenario's ground truth: every fault and benign event, drawn from its seed")
+    sim_plan.add_argument("scenario", metavar="SCENARIO", help="a scenario file, a shipped name, or `list`")
+    sim_plan.add_argument("--csv", metavar="FILE", help="also write the ground truth as CSV (training labels)")
+    sim_plan.set_defaults(func=cmd_sim_plan)
 
     bench = verbs.add_parser("bench", help="benchmarks").add_subparsers(dest="sub", required=True)
     codec = bench.add_parser("codec", parents=[common], help="wire codec speed: msgspec JSON vs alternatives")

@@ -27,19 +27,19 @@ from sentinel.events import NODE_NAME_PATTERN
 ENV_PREFIX = "SENTINEL__"
 
 
-def _require(ok: bool, field: str, message: str, value: object) -> None:
+def require(ok: bool, field: str, message: str, value: object) -> None:
     if not ok:
         raise ValueError(f"{field}: {message}, got {value!r}")
 
 
 def _positive(field: str, value: float) -> None:
-    _require(math.isfinite(value) and value > 0, field, "must be a finite number > 0", value)
+    require(math.isfinite(value) and value > 0, field, "must be a finite number > 0", value)
 
 
 def _listen(field: str, value: str) -> None:
     if value:
         host, _, port = value.rpartition(":")
-        _require(bool(host) and port.isdigit() and 0 < int(port) < 65536, field, "must be HOST:PORT", value)
+        require(bool(host) and port.isdigit() and 0 < int(port) < 65536, field, "must be HOST:PORT", value)
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -51,7 +51,7 @@ class DcgmConfig(_Section, frozen=True):
     timeout_s: float = 2.0
 
     def __post_init__(self) -> None:
-        _require(self.url.startswith(("http://", "https://")), "url", "must be an http(s) URL", self.url)
+        require(self.url.startswith(("http://", "https://")), "url", "must be an http(s) URL", self.url)
         _positive("timeout_s", self.timeout_s)
 
 
@@ -86,10 +86,10 @@ class AgentConfig(_Section, frozen=True):
     def __post_init__(self) -> None:
         _positive("interval_s", self.interval_s)
         if self.node:
-            _require(re.match(NODE_NAME_PATTERN, self.node) is not None, "node", "not a valid node name", self.node)
+            require(re.match(NODE_NAME_PATTERN, self.node) is not None, "node", "not a valid node name", self.node)
         for name, value in self.intervals.items():
             _positive(f"intervals.{name}", value)
-        _require(self.spool_max_messages >= 1, "spool_max_messages", "must be >= 1", self.spool_max_messages)
+        require(self.spool_max_messages >= 1, "spool_max_messages", "must be >= 1", self.spool_max_messages)
         _listen("metrics_listen", self.metrics_listen)
 
 
@@ -107,11 +107,11 @@ class KafkaConfig(_Section, frozen=True):
     client: dict[str, str | int | bool] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _require(bool(self.bootstrap.strip()), "bootstrap", "must name at least one HOST:PORT", self.bootstrap)
+        require(bool(self.bootstrap.strip()), "bootstrap", "must name at least one HOST:PORT", self.bootstrap)
         for topic, count in self.partitions.items():
-            _require(topic in ("telemetry", "logs", "findings", "results", "dead-letters"), f"partitions.{topic}",
+            require(topic in ("telemetry", "logs", "findings", "results", "dead-letters"), f"partitions.{topic}",
                      "not a topic (telemetry, logs, findings, results, dead-letters)", topic)
-            _require(1 <= count <= 10_000, f"partitions.{topic}", "must be in [1, 10000]", count)
+            require(1 <= count <= 10_000, f"partitions.{topic}", "must be in [1, 10000]", count)
         _positive("send_timeout_s", self.send_timeout_s)
 
 
@@ -121,7 +121,7 @@ class TransportConfig(_Section, frozen=True):
     kafka: KafkaConfig = msgspec.field(default_factory=KafkaConfig)
 
     def __post_init__(self) -> None:
-        _require(self.capacity >= 1, "capacity", "must be >= 1", self.capacity)
+        require(self.capacity >= 1, "capacity", "must be >= 1", self.capacity)
 
 
 class ThermalRuleConfig(_Section, frozen=True):
@@ -129,8 +129,8 @@ class ThermalRuleConfig(_Section, frozen=True):
     sustain_samples: int = 3
 
     def __post_init__(self) -> None:
-        _require(0 < self.temp_c < 150, "temp_c", "must be in (0, 150)", self.temp_c)
-        _require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
+        require(0 < self.temp_c < 150, "temp_c", "must be in (0, 150)", self.temp_c)
+        require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
 
 
 class DetectorConfig(_Section, frozen=True):
@@ -140,9 +140,9 @@ class DetectorConfig(_Section, frozen=True):
     thermal: ThermalRuleConfig = msgspec.field(default_factory=ThermalRuleConfig)
 
     def __post_init__(self) -> None:
-        _require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)
-        _require(self.replay_messages >= 0, "replay_messages", "must be >= 0", self.replay_messages)
-        _require(math.isfinite(self.record_interval_s) and self.record_interval_s >= 0, "record_interval_s",
+        require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)
+        require(self.replay_messages >= 0, "replay_messages", "must be >= 0", self.replay_messages)
+        require(math.isfinite(self.record_interval_s) and self.record_interval_s >= 0, "record_interval_s",
                  "must be a finite number >= 0", self.record_interval_s)
 
 
@@ -151,7 +151,7 @@ class BreakerConfig(_Section, frozen=True):
     window_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        _require(0 < self.max_fraction <= 1, "max_fraction", "must be in (0, 1]", self.max_fraction)
+        require(0 < self.max_fraction <= 1, "max_fraction", "must be in (0, 1]", self.max_fraction)
         _positive("window_s", self.window_s)
 
 
@@ -163,7 +163,7 @@ class PolicyConfig(_Section, frozen=True):
     breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
 
     def __post_init__(self) -> None:
-        _require(math.isfinite(self.cooldown_s) and self.cooldown_s >= 0, "cooldown_s", "must be a finite number >= 0",
+        require(math.isfinite(self.cooldown_s) and self.cooldown_s >= 0, "cooldown_s", "must be a finite number >= 0",
                  self.cooldown_s)
         _positive("command_ttl_s", self.command_ttl_s)
 
@@ -176,7 +176,7 @@ class StoreConfig(_Section, frozen=True):
     url: str = "sqlite:///sentinel.db"
 
     def __post_init__(self) -> None:
-        _require("://" in self.url, "url", "must be a SQLAlchemy URL like sqlite:///path.db", self.url)
+        require("://" in self.url, "url", "must be a SQLAlchemy URL like sqlite:///path.db", self.url)
 
 
 class MetricsConfig(_Section, frozen=True):
@@ -185,7 +185,7 @@ class MetricsConfig(_Section, frozen=True):
     def __post_init__(self) -> None:
         if self.listen:
             host, _, port = self.listen.rpartition(":")
-            _require(
+            require(
                 bool(host) and port.isdigit() and 0 < int(port) < 65536, "listen", "must be HOST:PORT", self.listen
             )
 
@@ -208,7 +208,7 @@ def from_mapping(raw: Mapping[str, Any]) -> Config:
     try:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
-        raise ConfigError(_explain(str(exc))) from None
+        raise ConfigError(explain(str(exc))) from None
 
 
 def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
@@ -261,7 +261,7 @@ def to_toml_dict(config: Config) -> dict[str, Any]:
 _PATH_RE = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 
 
-def _explain(message: str) -> str:
+def explain(message: str) -> str:
     """Turn msgspec's 'msg - at `$.a.b`' into 'a.b: msg' (our checks already start with the field name)."""
     match = _PATH_RE.match(message)
     assert match is not None

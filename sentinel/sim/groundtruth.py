@@ -1,0 +1,93 @@
+"""The ground truth of a scenario: which fault (or benign event) hits which node and GPU, when its precursor
+starts and when it fails. Drawn once from the scenario's seed, before any telemetry is generated, so the
+stream and the score can both be checked against it; exportable as a labelled training set.
+
+Counts per class are Poisson with mean ``rate × node-days / 1000``; failure times are uniform over the run;
+a fault without a precursor has ``precursor_start_s == failure_s``; GSP, fail-slow, silent and software faults
+never have one (``scenario.NO_PRECURSOR``).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sentinel.sim.scenario import NO_PRECURSOR, BenignClass, FaultClass, Scenario
+
+# What each class finally does, in the words the detector sees (catalog in domain.md).
+SIGNATURE = {
+    FaultClass.HBM: "Xid 48 / 94 / 95 after rising correctable ECC and pending row remaps (Xid 63/64)",
+    FaultClass.THERMAL: "hardware thermal slowdown, then the GPU is lost (Xid 79)",
+    FaultClass.NVLINK: "Xid 74 after rising NVLink CRC / replay errors",
+    FaultClass.PCIE: "Xid 79 after a rising PCIe replay counter (or none)",
+    FaultClass.GSP: "Xid 119 or 120",
+    FaultClass.INFINIBAND: "link_downed after symbol errors and link error recovery",
+    FaultClass.FAIL_SLOW: "one GPU's clocks drop; the job's step time grows",
+    FaultClass.SILENT: "the GPU or host fails with no warning (Xid 79 / node down)",
+    FaultClass.SOFTWARE: "the job dies (NCCL timeout); the hardware is healthy",
+}
+NEEDS_DRAIN = {c: c not in (FaultClass.SOFTWARE, FaultClass.FAIL_SLOW) for c in FaultClass}
+
+
+@dataclass(frozen=True)
+class TruthEvent:
+    id: str
+    kind: str  # "fault" | "benign" | "storm"
+    cls: str  # a FaultClass or BenignClass value, or "storm"
+    node: str
+    gpu: int  # -1 when the event is not about one GPU (InfiniBand port, software, host)
+    precursor_start_s: float  # seconds from the start of the run
+    failure_s: float
+    has_precursor: bool
+    needs_drain: bool
+
+
+def node_name(index: int) -> str:
+    return f"sim-node-{index + 1:05d}"
+
+
+def plan(scenario: Scenario) -> list[TruthEvent]:
+    """Every fault, benign event and storm report of the scenario, ordered by time (same seed, same plan)."""
+    rng = np.random.default_rng(scenario.seed)
+    events: list[TruthEvent] = []
+    for cls in FaultClass:
+        spec = scenario.faults.spec(cls)
+        count = int(rng.poisson(spec.rate_per_1000_node_days * scenario.node_days / 1000.0))
+        for _ in range(count):
+            failure = float(rng.uniform(0.0, scenario.duration_s))
+            draw = rng.random()  # drawn for every class, so adding a class's precursor never reshuffles the rest
+            warned = cls not in NO_PRECURSOR and bool(draw >= spec.no_precursor_share) and spec.precursor_s[1] > 0
+            lead = float(rng.uniform(*spec.precursor_s)) if warned else 0.0
+            gpu = -1 if cls in (FaultClass.INFINIBAND, FaultClass.SOFTWARE) else int(
+                rng.integers(scenario.gpus_per_node))
+            events.append(TruthEvent("", "fault", cls.value, node_name(int(rng.integers(scenario.nodes))), gpu,
+                                     max(0.0, failure - lead), failure, warned, NEEDS_DRAIN[cls]))
+    for benign in BenignClass:
+        count = int(rng.poisson(scenario.benign.spec(benign).rate_per_1000_node_days * scenario.node_days / 1000.0))
+        for _ in range(count):
+            at = float(rng.uniform(0.0, scenario.duration_s))
+            gpu = -1 if benign is BenignClass.REBOOT else int(rng.integers(scenario.gpus_per_node))
+            events.append(TruthEvent("", "benign", benign.value, node_name(int(rng.integers(scenario.nodes))), gpu,
+                                     at, at, False, False))
+    if scenario.storm is not None:
+        storm = scenario.storm
+        hit = rng.choice(scenario.nodes, size=max(1, round(storm.fraction * scenario.nodes)), replace=False)
+        for index in sorted(int(i) for i in hit):
+            at = min(storm.at_s + float(rng.uniform(0.0, storm.spread_s)), scenario.duration_s)
+            events.append(TruthEvent("", "storm", f"storm-xid{storm.xid}", node_name(index),
+                                     int(rng.integers(scenario.gpus_per_node)), at, at, False, False))
+    events.sort(key=lambda e: (e.failure_s, e.node, e.cls))
+    return [TruthEvent(**{**asdict(e), "id": f"{scenario.name}-{i:06d}"}) for i, e in enumerate(events)]
+
+
+def export_csv(events: list[TruthEvent], path: Path) -> None:
+    """Write the ground truth as CSV (one row per event), the label file of a training export."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(TruthEvent.__dataclass_fields__))
+        writer.writeheader()
+        for event in events:
+            writer.writerow(asdict(event))

@@ -1,0 +1,39 @@
+"""Verbs for the simulator's scenarios: ``sentinel sim plan``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+from sentinel.tables import render
+from sentinel.verbs import EXIT_OK
+
+
+def cmd_sim_plan(args: argparse.Namespace) -> int:
+    from sentinel.sim import groundtruth, scenario
+
+    if args.scenario == "list":
+        print("\n".join(scenario.shipped()))
+        return EXIT_OK
+    sc = scenario.load(args.scenario)
+    events = groundtruth.plan(sc)
+    if args.csv:
+        groundtruth.export_csv(events, Path(args.csv))
+    if args.output == "json":
+        print(json.dumps({"scenario": sc.name, "node_days": sc.node_days, "events": [asdict(e) for e in events]},
+                         indent=2))
+        return EXIT_OK
+    by_class = Counter((e.kind, e.cls) for e in events)
+    rows = [{"kind": kind, "class": cls, "count": n,
+             "with_precursor": sum(1 for e in events if e.cls == cls and e.has_precursor)}
+            for (kind, cls), n in sorted(by_class.items())]
+    print(f"{sc.name}: {sc.nodes} nodes x {sc.gpus_per_node} GPUs, {sc.duration_s / 3600:g} h "
+          f"({sc.node_days:g} node-days), seed {sc.seed}: {len(events)} ground-truth events")
+    print(render(rows, [("kind", "kind"), ("class", "class"), ("count", "count"),
+                        ("with_precursor", "with precursor")]))
+    if args.csv:
+        print(f"written to {args.csv}")
+    return EXIT_OK
