@@ -1,0 +1,218 @@
+"""A vectorised simulated fleet: every GPU of every node as numpy arrays, advanced one step at a time, with the
+faults of a scenario's ground truth (``sentinel.sim.groundtruth``) written into the readings and the kernel log.
+
+Each fault class leaves its documented precursor and failure signature (``groundtruth.SIGNATURE``):
+- hbm: correctable ECC climbs and row remaps go pending during the precursor; Xid 63 then 64 near the end;
+  at failure Xid 48 (with a double-bit ECC count) or 94/95;
+- thermal: the temperature ramps from normal to 105 C over the precursor, hardware thermal slowdown from 98 C;
+  at failure the GPU is lost (Xid 79);
+- nvlink: link CRC and replay errors climb; at failure Xid 74;
+- pcie: the PCIe replay counter climbs (when there is a precursor); at failure Xid 79 and the GPU is lost;
+- gsp: Xid 119 or 120 at failure; infiniband: symbol errors then link error recovery climb, link_downed at
+  failure; fail_slow: the GPU's SM clock drops to 60 % from the failure time on; silent: Xid 79, GPU lost;
+  software: nothing on the node (the job dies elsewhere);
+- benign: app_xid logs Xid 13/31/43; spike lifts one GPU's temperature 15 C for one step; reboot changes the
+  boot id and resets every counter; storm: the storm's Xid on each hit node.
+Readings are produced as arrays (``step``) and converted to the wire records on demand (``samples``, ``logs``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sentinel.events import GpuReading, GpuState, LogEvent, LogKind, NicReading, TelemetrySample
+from sentinel.sim.groundtruth import TruthEvent, node_name
+from sentinel.sim.scenario import Scenario
+
+SHUTDOWN_C, SLOWDOWN_C = 105.0, 98.0
+HW_THERMAL_SLOWDOWN = 0x40
+XID_TEXT = {13: "Graphics SM Warp Exception", 31: "MMU Fault", 43: "Ch 00000010 reset", 48: "DBE", 63: "row remap",
+            64: "row remap failure", 74: "NVLink: fatal error", 79: "GPU has fallen off the bus.",
+            94: "Contained ECC error", 95: "Uncontained ECC error", 119: "Timeout waiting for RPC from GSP!",
+            120: "GSP Error"}
+
+
+@dataclass
+class Step:
+    """One step of the whole fleet: arrays indexed [node, gpu] (or [node] for the InfiniBand port)."""
+
+    t_s: float
+    temp_c: np.ndarray
+    power_w: np.ndarray
+    util_pct: np.ndarray
+    sm_clock_mhz: np.ndarray
+    throttle: np.ndarray
+    lost: np.ndarray
+    ecc_sbe: np.ndarray
+    ecc_dbe: np.ndarray
+    remap_pending: np.ndarray
+    pcie_replay: np.ndarray
+    nvlink_crc: np.ndarray
+    ib_symbol_error: np.ndarray
+    ib_link_error_recovery: np.ndarray
+    ib_link_downed: np.ndarray
+    boot: np.ndarray
+    logs: list[tuple[int, int, int, str]] = field(default_factory=list)  # (node, gpu, xid, text)
+
+
+class Fleet:
+    def __init__(self, scenario: Scenario, truth: list[TruthEvent], start_ts: float = 1_767_225_600.0) -> None:
+        self.sc = scenario
+        self.start_ts = start_ts
+        n, g = scenario.nodes, scenario.gpus_per_node
+        rng = self.rng = np.random.default_rng(scenario.seed + 1)
+        self.busy = rng.random(n) < scenario.busy_fraction
+        self.temp_offset = rng.normal(0.0, 2.0, (n, g))
+        self.power_offset = rng.normal(0.0, 12.0, (n, g))
+        self.t_s = 0.0
+        self.ecc_sbe = np.zeros((n, g), np.int64)
+        self.ecc_dbe = np.zeros((n, g), np.int64)
+        self.pcie_replay = np.zeros((n, g), np.int64)
+        self.nvlink_crc = np.zeros((n, g), np.int64)
+        self.ib = np.zeros((3, n), np.int64)  # symbol_error, link_error_recovery, link_downed
+        self.lost = np.zeros((n, g), bool)
+        self.remap_pending = np.zeros((n, g), bool)
+        self.boot = np.zeros(n, np.int64)
+        self.slow = np.zeros((n, g), bool)
+        self.index = {node_name(i): i for i in range(n)}
+        self.truth = truth
+        self._pending = sorted(truth, key=lambda e: e.precursor_start_s)  # not started yet
+        self._active: list[TruthEvent] = []  # in precursor, or failing this step
+        self._fired: set[tuple[str, str]] = set()
+
+    def _once(self, event: TruthEvent, tag: str) -> bool:
+        key = (event.id, tag)
+        if key in self._fired:
+            return False
+        self._fired.add(key)
+        return True
+
+    def step(self) -> Step:
+        """Advance by ``step_s`` and return every reading of the fleet at the new time."""
+        sc, rng = self.sc, self.rng
+        self.t_s += sc.step_s
+        t, dt = self.t_s, sc.step_s
+        busy = self.busy[:, None]
+        phase = np.sin(2 * np.pi * t / 30.0)  # the training step rhythm: peers move together
+        temp = np.where(busy, 67.0 + 1.5 * phase, 34.0) + self.temp_offset + rng.normal(0, sc.noise.temp_sd_c,
+                                                                                        self.temp_offset.shape)
+        power = np.where(busy, 610.0 + 40.0 * phase, 72.0) + self.power_offset + rng.normal(
+            0, sc.noise.power_sd_w, self.power_offset.shape)
+        util = np.where(busy, np.clip(rng.normal(96.0, 2.0, temp.shape), 0, 100), 0.0)
+        clock = np.where(busy, 1980.0, 345.0) * np.ones_like(temp)
+        throttle = np.zeros(temp.shape, np.int64)
+        self.ecc_sbe += rng.random(temp.shape) < 0.0005 * dt / 10  # background: a rare correctable error
+        logs: list[tuple[int, int, int, str]] = []
+        while self._pending and self._pending[0].precursor_start_s <= t:
+            self._active.append(self._pending.pop(0))
+        for event in self._active:
+            self._apply(event, t, dt, temp, clock, throttle, logs)
+        self._active = [e for e in self._active if e.failure_s > t]  # a failure acts once, at its first step
+        clock = np.where(self.slow, clock * 0.6, clock)
+        temp = np.where(self.lost, np.nan, temp)
+        return Step(t, temp, power, util, clock, throttle, self.lost.copy(), self.ecc_sbe.copy(), self.ecc_dbe.copy(),
+                    self.remap_pending.copy(), self.pcie_replay.copy(), self.nvlink_crc.copy(), self.ib[0].copy(),
+                    self.ib[1].copy(), self.ib[2].copy(), self.boot.copy(), logs)
+
+    def _apply(self, e: TruthEvent, t: float, dt: float, temp: np.ndarray, clock: np.ndarray, throttle: np.ndarray,
+               logs: list[tuple[int, int, int, str]]) -> None:
+        node, gpu = self.index[e.node], max(e.gpu, 0)
+        failed = t >= e.failure_s
+        span = max(e.failure_s - e.precursor_start_s, dt)
+        progress = min(max((t - e.precursor_start_s) / span, 0.0), 1.0)
+
+        def xid(code: int) -> None:
+            logs.append((node, gpu, code, XID_TEXT.get(code, "error")))
+
+        if e.cls == "hbm":
+            if not failed:
+                self.ecc_sbe[node, gpu] += int(self.rng.poisson(0.5 + 10 * progress))
+                self.remap_pending[node, gpu] = progress > 0.3
+                if progress > 0.6 and self._once(e, "63"):
+                    xid(63)
+                if progress > 0.9 and self._once(e, "64"):
+                    xid(64)
+            elif self._once(e, "fail"):
+                code = int(self.rng.choice([48, 94, 95]))
+                self.ecc_dbe[node, gpu] += 1 if code == 48 else 0
+                xid(code)
+        elif e.cls == "thermal":
+            if not failed:
+                base = temp[node, gpu]
+                temp[node, gpu] = base + progress * max(SHUTDOWN_C - base, 0.0)
+                if temp[node, gpu] >= SLOWDOWN_C:
+                    throttle[node, gpu] |= HW_THERMAL_SLOWDOWN
+                    clock[node, gpu] *= 0.6
+            elif self._once(e, "fail"):
+                self.lost[node, gpu] = True
+                xid(79)
+        elif e.cls == "nvlink":
+            if not failed:
+                self.nvlink_crc[node, gpu] += int(self.rng.poisson(1 + 50 * progress))
+            elif self._once(e, "fail"):
+                xid(74)
+        elif e.cls == "pcie":
+            if not failed:
+                self.pcie_replay[node, gpu] += int(self.rng.poisson(1 + 20 * progress))
+            elif self._once(e, "fail"):
+                self.lost[node, gpu] = True
+                xid(79)
+        elif e.cls == "infiniband":
+            if not failed:
+                self.ib[0, node] += int(self.rng.poisson(5 + 200 * progress))
+                self.ib[1, node] += int(progress > 0.5 and self.rng.random() < 0.3)
+            elif self._once(e, "fail"):
+                self.ib[2, node] += 1
+        elif e.cls == "fail_slow" and failed:
+            self.slow[node, gpu] = True
+        elif e.cls == "gsp" and failed and self._once(e, "fail"):
+            xid(int(self.rng.choice([119, 120])))
+        elif e.cls == "silent" and failed and self._once(e, "fail"):
+            self.lost[node, gpu] = True
+            xid(79)
+        elif e.cls == "app_xid" and failed and self._once(e, "fail"):
+            xid(int(self.rng.choice([13, 31, 43])))
+        elif e.cls == "spike" and failed and self._once(e, "fail"):
+            temp[node, gpu] += 15.0
+        elif e.cls == "reboot" and failed and self._once(e, "fail"):
+            self.boot[node] += 1
+            for counters in (self.ecc_sbe, self.ecc_dbe, self.pcie_replay, self.nvlink_crc):
+                counters[node, :] = 0
+            self.ib[:, node] = 0
+            self.lost[node, :] = False
+        elif e.kind == "storm" and failed and self._once(e, "fail"):
+            xid(int(e.cls.removeprefix("storm-xid")))
+
+    def samples(self, step: Step) -> list[TelemetrySample]:
+        """The step as the agents would send it: one TelemetrySample per node."""
+        ts = self.start_ts + step.t_s
+        out = []
+        for i in range(self.sc.nodes):
+            gpus = []
+            for j in range(self.sc.gpus_per_node):
+                pci = f"00000000:{0x18 + j:02X}:00.0"
+                if step.lost[i, j]:
+                    gpus.append(GpuReading(index=j, pci_bus_id=pci, state=GpuState.LOST))
+                    continue
+                gpus.append(GpuReading(
+                    index=j, pci_bus_id=pci, temp_c=round(float(step.temp_c[i, j]), 2),
+                    power_w=round(float(step.power_w[i, j]), 1), power_limit_w=700.0,
+                    sm_clock_mhz=float(step.sm_clock_mhz[i, j]), util_gpu_pct=round(float(step.util_pct[i, j]), 1),
+                    throttle_reasons=int(step.throttle[i, j]), ecc_sbe_volatile=int(step.ecc_sbe[i, j]),
+                    ecc_dbe_volatile=int(step.ecc_dbe[i, j]), row_remap_pending=bool(step.remap_pending[i, j]),
+                    pcie_replay=int(step.pcie_replay[i, j])))
+            nic = NicReading(name="mlx5_0/1", link_layer="infiniband", state="4: ACTIVE", carrier=True,
+                             counters={"symbol_error": int(step.ib_symbol_error[i]),
+                                       "link_error_recovery": int(step.ib_link_error_recovery[i]),
+                                       "link_downed": int(step.ib_link_downed[i])})
+            out.append(TelemetrySample(node=node_name(i), ts=ts, seq=int(step.t_s / self.sc.step_s), gpus=gpus,
+                                       nics=[nic]))
+        return out
+
+    def logs(self, step: Step) -> list[LogEvent]:
+        ts = self.start_ts + step.t_s
+        return [LogEvent(node=node_name(node), ts=ts, kind=LogKind.XID, xid=code, pci_bus_id=f"0000:{0x18 + gpu:02x}:00",
+                         message=f"NVRM: Xid (PCI:0000:{0x18 + gpu:02x}:00): {code}, pid='<unknown>', {text}")
+                for node, gpu, code, text in step.logs]

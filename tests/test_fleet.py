@@ -1,0 +1,128 @@
+"""The vectorised fleet writes each fault's documented precursor and failure signature into the stream, matches
+its ground truth, and is reproducible from its seed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sentinel import codec
+from sentinel.events import GpuState, LogEvent, TelemetrySample
+from sentinel.sim import groundtruth, scenario
+from sentinel.sim.fleet import Fleet, Step
+from sentinel.sim.groundtruth import TruthEvent, node_name
+
+SC = scenario.from_mapping({"name": "unit", "seed": 2, "nodes": 4, "duration_s": 3000.0, "step_s": 10.0,
+                            "busy_fraction": 1.0, "noise": {"temp_sd_c": 0.0, "power_sd_w": 0.0}})
+
+
+def _event(cls: str, start: float, failure: float, node: int = 1, gpu: int = 2, kind: str = "fault") -> TruthEvent:
+    return TruthEvent(f"t-{cls}", kind, cls, node_name(node), gpu, start, failure, start < failure, kind == "fault")
+
+
+def _run(*events: TruthEvent, until: float = 3000.0) -> list[Step]:
+    fleet = Fleet(SC, list(events))
+    return [fleet.step() for _ in range(int(until / SC.step_s))]
+
+
+def _at(steps: list[Step], t: float) -> Step:
+    return next(s for s in steps if s.t_s >= t)
+
+
+def _xids(steps: list[Step], start: float = 0.0, end: float = 1e9) -> list[int]:
+    return [code for s in steps if start <= s.t_s < end for _, _, code, _ in s.logs]
+
+
+def test_hbm_degradation_climbs_then_fails_with_an_uncorrectable_ecc_xid() -> None:
+    steps = _run(_event("hbm", 500.0, 2000.0))
+    before, late = _at(steps, 500.0), _at(steps, 1990.0)
+    assert late.ecc_sbe[1, 2] > before.ecc_sbe[1, 2] + 50 and late.remap_pending[1, 2]
+    assert _xids(steps, end=2000.0) == [63, 64]  # remap event, then remap failure, before the crash
+    final = _xids(steps, start=2000.0)
+    assert len(final) == 1 and final[0] in (48, 94, 95)
+
+
+def test_thermal_runaway_slows_down_then_loses_the_gpu() -> None:
+    steps = _run(_event("thermal", 1000.0, 2000.0))
+    assert _at(steps, 1000.0).temp_c[1, 2] < 75
+    hot = _at(steps, 1950.0)
+    assert hot.temp_c[1, 2] >= 98 and hot.throttle[1, 2] & 0x40 and hot.sm_clock_mhz[1, 2] < 1980
+    after = _at(steps, 2000.0)
+    assert after.lost[1, 2] and np.isnan(after.temp_c[1, 2]) and _xids(steps) == [79]
+
+
+@pytest.mark.parametrize(("cls", "field", "xid"), [("nvlink", "nvlink_crc", 74), ("pcie", "pcie_replay", 79)])
+def test_link_errors_rise_before_the_failure_xid(cls: str, field: str, xid: int) -> None:
+    steps = _run(_event(cls, 1000.0, 2000.0))
+    assert getattr(_at(steps, 990.0), field)[1, 2] == 0
+    assert getattr(_at(steps, 1990.0), field)[1, 2] > 100
+    assert _xids(steps, end=2000.0) == [] and _xids(steps, start=2000.0) == [xid]
+    assert _at(steps, 2100.0).lost[1, 2] == (cls == "pcie")
+
+
+def test_infiniband_symbol_errors_then_recovery_then_link_down() -> None:
+    steps = _run(_event("infiniband", 1000.0, 2000.0, gpu=-1))
+    late = _at(steps, 1990.0)
+    assert late.ib_symbol_error[1] > 1000 and late.ib_link_error_recovery[1] >= 1 and late.ib_link_downed[1] == 0
+    assert _at(steps, 2000.0).ib_link_downed[1] == 1
+
+
+@pytest.mark.parametrize(("cls", "codes"), [("gsp", {119, 120}), ("silent", {79}), ("app_xid", {13, 31, 43})])
+def test_faults_without_precursor_strike_at_their_time_only(cls: str, codes: set[int]) -> None:
+    kind = "benign" if cls == "app_xid" else "fault"
+    steps = _run(_event(cls, 2000.0, 2000.0, kind=kind))
+    assert _xids(steps, end=2000.0) == []
+    assert set(_xids(steps, start=2000.0)) <= codes and len(_xids(steps)) == 1
+    assert not _at(steps, 1990.0).lost.any()
+
+
+def test_fail_slow_drops_one_gpus_clock_and_software_faults_leave_the_node_clean() -> None:
+    steps = _run(_event("fail_slow", 1500.0, 1500.0), _event("software", 1500.0, 1500.0, node=3))
+    after = _at(steps, 1500.0)
+    assert after.sm_clock_mhz[1, 2] == pytest.approx(1980 * 0.6) and after.sm_clock_mhz[1, 3] == 1980
+    clean = _run()
+    assert np.array_equal(_at(steps, 2000.0).sm_clock_mhz[3], _at(clean, 2000.0).sm_clock_mhz[3])
+    assert _xids(steps) == []
+
+
+def test_a_spike_lasts_one_step_and_a_reboot_resets_counters_and_boot_id() -> None:
+    steps = _run(_event("hbm", 100.0, 2900.0), _event("spike", 1000.0, 1000.0, kind="benign"),
+                 _event("reboot", 2000.0, 2000.0, gpu=-1, kind="benign"))
+    spike, next_step = _at(steps, 1000.0), _at(steps, 1010.0)
+    assert spike.temp_c[1, 2] - next_step.temp_c[1, 2] > 10
+    before, after = _at(steps, 1990.0), _at(steps, 2000.0)
+    assert before.ecc_sbe[1, 2] > 0 and after.boot[1] == before.boot[1] + 1
+    assert after.ecc_sbe[1].sum() <= 10  # counted again from zero
+
+
+def test_the_same_seed_gives_the_same_stream() -> None:
+    smoke = scenario.load("smoke")
+    truth = groundtruth.plan(smoke)
+    a, b = Fleet(smoke, truth), Fleet(smoke, truth)
+    for _ in range(200):
+        x, y = a.step(), b.step()
+        assert np.array_equal(x.temp_c, y.temp_c, equal_nan=True) and np.array_equal(x.ecc_sbe, y.ecc_sbe)
+        assert x.logs == y.logs
+
+
+def test_every_ground_truth_failure_of_smoke_shows_in_the_stream_on_its_node() -> None:
+    smoke = scenario.load("smoke")
+    truth = groundtruth.plan(smoke)
+    fleet = Fleet(smoke, truth)
+    steps = [fleet.step() for _ in range(int(smoke.duration_s / smoke.step_s))]
+    xid_nodes = {(node_name(n), t) for s in steps for n, _, _, _ in s.logs for t in [s.t_s]}
+    for event in truth:
+        if event.cls in ("gsp", "silent", "pcie", "nvlink", "thermal", "app_xid", "hbm"):
+            step_t = next(s.t_s for s in steps if s.t_s >= event.failure_s)
+            assert (event.node, step_t) in xid_nodes, event
+
+
+def test_the_stream_converts_to_valid_wire_records() -> None:
+    fleet = Fleet(SC, [_event("pcie", 0.0, 20.0), _event("app_xid", 20.0, 20.0, kind="benign")])
+    fleet.step()
+    step = fleet.step()
+    samples, logs = fleet.samples(step), fleet.logs(step)
+    assert len(samples) == SC.nodes and all(isinstance(codec.decode(codec.encode(s)), TelemetrySample)
+                                            for s in samples)
+    assert samples[1].gpus[2].state is GpuState.LOST
+    assert {e.xid for e in logs} >= {79} and all(isinstance(codec.decode(codec.encode(e)), LogEvent) for e in logs)
