@@ -213,6 +213,9 @@ class Fleet:
 
     def logs(self, step: Step) -> list[LogEvent]:
         ts = self.start_ts + step.t_s
-        return [LogEvent(node=node_name(node), ts=ts, kind=LogKind.XID, xid=code, pci_bus_id=f"0000:{0x18 + gpu:02x}:00",
-                         message=f"NVRM: Xid (PCI:0000:{0x18 + gpu:02x}:00): {code}, pid='<unknown>', {text}")
-                for node, gpu, code, text in step.logs]
+        out = []
+        for node, gpu, code, text in step.logs:
+            pci = f"0000:{0x18 + gpu:02x}:00"
+            out.append(LogEvent(node=node_name(node), ts=ts, kind=LogKind.XID, xid=code, pci_bus_id=pci,
+                                message=f"NVRM: Xid (PCI:{pci}): {code}, pid='<unknown>', {text}"))
+        return out
