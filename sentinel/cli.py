@@ -16,7 +16,7 @@ from typing import Any
 
 from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
-from sentinel.verbs.bench import cmd_bench_agent, cmd_bench_codec, cmd_bench_pipeline, cmd_demo
+from sentinel.verbs.bench import cmd_bench_agent, cmd_bench_codec, cmd_bench_pipeline, cmd_bench_sim, cmd_demo
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_plan
 from sentinel.verbs.store import (
@@ -135,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--nodes", type=int, default=1000, help="distinct nodes (default 1000)")
     pipe.add_argument("--json", action="store_true", help="print results as JSON")
     pipe.set_defaults(func=cmd_bench_pipeline)
+    sim_bench = bench.add_parser("sim", parents=[common], help="simulator generation speed")
+    sim_bench.add_argument("--scenario", default="llama3-mix", help="scenario name or file (default llama3-mix)")
+    sim_bench.add_argument("--steps", type=int, default=360, help="steps to generate (default 360)")
+    sim_bench.add_argument("--json", action="store_true", help="print results as JSON")
+    sim_bench.set_defaults(func=cmd_bench_sim)
     return parser
 
 

@@ -127,3 +127,11 @@ def test_a_scenario_file_of_ones_own_is_accepted(tmp_path: Path) -> None:
                     '[faults.thermal]\nrate_per_1000_node_days = 500.0\nprecursor_s = [100.0, 200.0]\n')
     mine = scenario.load(str(path))
     assert mine.nodes == 32 and {e.cls for e in groundtruth.plan(mine)} <= {"thermal"}
+
+
+def test_bench_sim_reports_the_generation_rate() -> None:
+    result = subprocess.run([sys.executable, "-m", "sentinel.cli", "bench", "sim", "--scenario", "smoke",
+                             "--steps", "20", "--json"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["gpu_samples_per_s"] > 0 and data["gpus"] == 64 and data["goal_gpu_samples_per_s"] == 1_000_000

@@ -63,3 +63,11 @@ def cmd_bench_codec(args: argparse.Namespace) -> int:
 
 
 # ----- parser ---------------------------------------------------------------------------------------------------
+
+
+def cmd_bench_sim(args: argparse.Namespace) -> int:
+    from sentinel.bench.sim import render_sim, run_sim_bench
+
+    result = run_sim_bench(args.scenario, args.steps)
+    print(json.dumps(result, indent=2) if args.json else render_sim(result))
+    return EXIT_OK
