@@ -47,6 +47,10 @@ class BenignClass(StrEnum):
     REBOOT = "reboot"  # a planned reboot: counters reset, boot id changes
 
 
+def _non_negative(field: str, value: float) -> None:
+    require(math.isfinite(value) and value >= 0, field, "must be a finite number >= 0", value)
+
+
 class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     pass
 
@@ -57,8 +61,7 @@ class FaultSpec(_Section, frozen=True):
     no_precursor_share: float = 0.2
 
     def __post_init__(self) -> None:
-        require(math.isfinite(self.rate_per_1000_node_days) and self.rate_per_1000_node_days >= 0,
-                 "rate_per_1000_node_days", "must be a finite number >= 0", self.rate_per_1000_node_days)
+        _non_negative("rate_per_1000_node_days", self.rate_per_1000_node_days)
         low, high = self.precursor_s
         require(math.isfinite(high) and 0 <= low <= high, "precursor_s", "must be [low, high] with 0 <= low <= high",
                  list(self.precursor_s))
@@ -69,8 +72,7 @@ class BenignSpec(_Section, frozen=True):
     rate_per_1000_node_days: float = 0.0
 
     def __post_init__(self) -> None:
-        require(math.isfinite(self.rate_per_1000_node_days) and self.rate_per_1000_node_days >= 0,
-                 "rate_per_1000_node_days", "must be a finite number >= 0", self.rate_per_1000_node_days)
+        _non_negative("rate_per_1000_node_days", self.rate_per_1000_node_days)
 
 
 class Faults(_Section, frozen=True):
@@ -118,8 +120,7 @@ class Noise(_Section, frozen=True):
 
     def __post_init__(self) -> None:
         for name in ("temp_sd_c", "power_sd_w"):
-            value = getattr(self, name)
-            require(math.isfinite(value) and value >= 0, name, "must be a finite number >= 0", value)
+            _non_negative(name, getattr(self, name))
 
 
 class Scenario(_Section, frozen=True):
