@@ -16,7 +16,14 @@ from typing import Any
 
 from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
-from sentinel.verbs.bench import cmd_bench_agent, cmd_bench_codec, cmd_bench_pipeline, cmd_bench_sim, cmd_demo
+from sentinel.verbs.bench import (
+    cmd_bench_agent,
+    cmd_bench_codec,
+    cmd_bench_detect,
+    cmd_bench_pipeline,
+    cmd_bench_sim,
+    cmd_demo,
+)
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_plan
 from sentinel.verbs.store import (
@@ -140,6 +147,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim_bench.add_argument("--steps", type=int, default=360, help="steps to generate (default 360)")
     sim_bench.add_argument("--json", action="store_true", help="print results as JSON")
     sim_bench.set_defaults(func=cmd_bench_sim)
+    detect = bench.add_parser("detect", parents=[common], help="score detection on a scenario against its ground "
+                                                               "truth, beside static thresholds and react-on-crash")
+    detect.add_argument("--scenario", required=True, help="scenario name or file")
+    detect.add_argument("--healthy-sample", type=float, default=1.0,
+                        help="share of nodes without any ground-truth event to feed (default 1: all)")
+    detect.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole scenario)")
+    detect.add_argument("--max-fraction", type=float, default=0.1,
+                        help="circuit breaker: share of the fleet drained per hour (default 0.1, the product default)")
+    detect.add_argument("--json", action="store_true", help="print results as JSON")
+    detect.set_defaults(func=cmd_bench_detect)
     return parser
 
 

@@ -185,11 +185,11 @@ class Fleet:
         elif e.kind == "storm" and failed and self._once(e, "fail"):
             xid(int(e.cls.removeprefix("storm-xid")))
 
-    def samples(self, step: Step) -> list[TelemetrySample]:
-        """The step as the agents would send it: one TelemetrySample per node."""
+    def samples(self, step: Step, nodes: list[int] | None = None) -> list[TelemetrySample]:
+        """The step as the agents would send it: one TelemetrySample per node (all, or the given indices)."""
         ts = self.start_ts + step.t_s
         out = []
-        for i in range(self.sc.nodes):
+        for i in range(self.sc.nodes) if nodes is None else nodes:
             gpus = []
             for j in range(self.sc.gpus_per_node):
                 pci = f"00000000:{0x18 + j:02X}:00.0"

@@ -71,3 +71,17 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
     result = run_sim_bench(args.scenario, args.steps)
     print(json.dumps(result, indent=2) if args.json else render_sim(result))
     return EXIT_OK
+
+
+def cmd_bench_detect(args: argparse.Namespace) -> int:
+    from sentinel.bench.detect import render_detect, run_detect
+
+    def progress(fraction: float) -> None:
+        if not args.json and sys.stderr.isatty():
+            print(f"\rscoring {args.scenario}: {fraction:4.0%}", end="", file=sys.stderr, flush=True)
+
+    result = run_detect(args.scenario, args.healthy_sample, progress, args.max_steps, args.max_fraction)
+    if not args.json and sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(json.dumps(result, indent=2) if args.json else render_detect(result))
+    return EXIT_OK
