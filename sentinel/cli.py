@@ -25,7 +25,7 @@ from sentinel.verbs.bench import (
     cmd_demo,
 )
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
-from sentinel.verbs.sim import cmd_sim_plan
+from sentinel.verbs.sim import cmd_sim_export, cmd_sim_plan
 from sentinel.verbs.store import (
     cmd_breaker,
     cmd_config_check,
@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim_plan.add_argument("scenario", metavar="SCENARIO", help="a scenario file, a shipped name, or `list`")
     sim_plan.add_argument("--csv", metavar="FILE", help="also write the ground truth as CSV (training labels)")
     sim_plan.set_defaults(func=cmd_sim_plan)
+    sim_export = sim.add_parser("export", parents=[common], help="write a scenario's ground truth and telemetry "
+                                                                 "as a labelled training set")
+    sim_export.add_argument("scenario", metavar="SCENARIO", help="a scenario file or a shipped name")
+    sim_export.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    sim_export.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole run)")
+    sim_export.set_defaults(func=cmd_sim_export)
 
     bench = verbs.add_parser("bench", help="benchmarks").add_subparsers(dest="sub", required=True)
     codec = bench.add_parser("codec", parents=[common], help="wire codec speed: msgspec JSON vs alternatives")

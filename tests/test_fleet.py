@@ -126,3 +126,26 @@ def test_the_stream_converts_to_valid_wire_records() -> None:
                                             for s in samples)
     assert samples[1].gpus[2].state is GpuState.LOST
     assert {e.xid for e in logs} >= {79} and all(isinstance(codec.decode(codec.encode(e)), LogEvent) for e in logs)
+
+
+def test_the_export_holds_ground_truth_and_telemetry_that_agree(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import csv
+
+    from sentinel.sim.export import export
+
+    smoke = scenario.load("smoke")
+    counts = export(smoke, tmp_path, chunk_steps=500)
+    assert counts["steps"] == int(smoke.duration_s / smoke.step_s) and counts["chunks"] == 5
+    truth = list(csv.DictReader((tmp_path / "truth.csv").open()))
+    assert len(truth) == counts["events"] == len(groundtruth.plan(smoke))
+    chunks = [np.load(tmp_path / f"telemetry-{i:05d}.npz") for i in range(counts["chunks"])]
+    t_s = np.concatenate([c["t_s"] for c in chunks])
+    lost = np.concatenate([c["lost"] for c in chunks])
+    assert lost.shape == (counts["steps"], smoke.nodes, smoke.gpus_per_node)
+    for row in truth:
+        if row["cls"] in ("silent", "pcie", "thermal"):
+            node = int(row["node"].rsplit("-", 1)[1]) - 1
+            k = int(np.searchsorted(t_s, float(row["failure_s"])))
+            assert lost[k, node, int(row["gpu"])], row  # the GPU is gone from the failure step on
+    logs = list(csv.DictReader((tmp_path / "logs.csv").open()))
+    assert len(logs) == counts["logs"] > 0

@@ -37,3 +37,24 @@ def cmd_sim_plan(args: argparse.Namespace) -> int:
     if args.csv:
         print(f"written to {args.csv}")
     return EXIT_OK
+
+
+def cmd_sim_export(args: argparse.Namespace) -> int:
+    import sys
+
+    from sentinel.sim import scenario
+    from sentinel.sim.export import export
+
+    sc = scenario.load(args.scenario)
+
+    def progress(fraction: float) -> None:
+        print(f"\rexporting {sc.name}: {fraction:4.0%}", end="", file=sys.stderr, flush=True)
+
+    counts = export(sc, Path(args.out), max_steps=args.max_steps, progress=progress)
+    print(file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps({"scenario": sc.name, "out": args.out, **counts}))
+    else:
+        print(f"{sc.name}: {counts['steps']} steps in {counts['chunks']} chunk(s), {counts['events']} ground-truth "
+              f"events, {counts['logs']} log lines -> {args.out}")
+    return EXIT_OK
