@@ -149,3 +149,47 @@ def test_the_export_holds_ground_truth_and_telemetry_that_agree(tmp_path) -> Non
             assert lost[k, node, int(row["gpu"])], row  # the GPU is gone from the failure step on
     logs = list(csv.DictReader((tmp_path / "logs.csv").open()))
     assert len(logs) == counts["logs"] > 0
+
+
+JOBS = scenario.from_mapping({"name": "jobs", "seed": 4, "nodes": 8, "job_nodes": 4, "duration_s": 7200.0,
+                              "step_s": 5.0, "busy_fraction": 1.0, "job_mean_s": 1e9, "checkpoint_interval_s": 600.0,
+                              "checkpoint_s": 30.0, "noise": {"temp_sd_c": 0.0, "power_sd_w": 0.0}})
+
+
+def test_a_jobs_peers_share_the_step_rhythm_and_other_jobs_do_not() -> None:
+    fleet = Fleet(JOBS, [])
+    steps = [fleet.step() for _ in range(100)]
+    power = np.array([s.power_w[:, 0] - fleet.power_offset[:, 0] for s in steps])  # per node, noise-free
+    assert steps[0].job[0] == steps[0].job[3] != steps[0].job[4]
+    assert np.corrcoef(power[:, 0], power[:, 3])[0, 1] > 0.99  # same job
+    assert np.corrcoef(power[:, 0], power[:, 4])[0, 1] < 0.99  # another job, another phase
+
+
+def test_checkpoints_pause_every_peer_of_a_job() -> None:
+    fleet = Fleet(JOBS, [])
+    steps = [fleet.step() for _ in range(int(3600 / JOBS.step_s))]
+    pauses = [s for s in steps if s.util_pct[0].mean() < 20]
+    assert pauses and all(s.util_pct[:4].mean() < 20 for s in pauses)  # the whole job pauses together
+    assert 0.02 < len(pauses) / len(steps) < 0.1  # ~30 s of every 600 s
+
+
+def test_one_slow_gpu_slows_its_whole_job_and_not_the_other() -> None:
+    fleet = Fleet(JOBS, [_event("fail_slow", 1000.0, 1000.0, node=1, gpu=5)])
+    steps = [fleet.step() for _ in range(int(1500 / JOBS.step_s))]
+    def median_util(node: int, start: float, end: float) -> float:  # medians step over checkpoint pauses
+        return float(np.median([s.util_pct[node].mean() for s in steps if start <= s.t_s < end]))
+
+    assert steps[-1].sm_clock_mhz[1, 5] < steps[-1].sm_clock_mhz[1, 4]
+    assert median_util(2, 1100, 1500) < 0.7 * median_util(2, 600, 1000)  # a peer of the slow GPU waits
+    assert median_util(6, 1100, 1500) > 0.9 * median_util(6, 600, 1000)  # node 6 is in the other job
+
+
+def test_nic_traffic_counts_up_while_busy_and_jobs_come_and_go() -> None:
+    churn = scenario.from_mapping({"name": "churn", "seed": 5, "nodes": 16, "job_nodes": 2, "duration_s": 86400.0,
+                                   "step_s": 60.0, "busy_fraction": 0.5, "job_mean_s": 3600.0, "daily_amplitude": 1.0})
+    fleet = Fleet(churn, [])
+    steps = [fleet.step() for _ in range(int(churn.duration_s / churn.step_s))]
+    busy_share = np.mean([(s.job >= 0).mean() for s in steps])
+    assert 0.3 < busy_share < 0.7
+    assert len({int(j) for s in steps for j in s.job if j >= 0}) > 16  # jobs started and ended
+    assert np.all(np.diff([s.ib_xmit_words.sum() for s in steps]) >= 0) and steps[-1].ib_xmit_words.sum() > 0

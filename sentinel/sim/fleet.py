@@ -54,6 +54,8 @@ class Step:
     ib_link_error_recovery: np.ndarray
     ib_link_downed: np.ndarray
     boot: np.ndarray
+    job: np.ndarray  # job id per node, -1 when idle (the scheduler's view: who are whose peers)
+    ib_xmit_words: np.ndarray  # InfiniBand port_xmit_data (4-byte words), follows the step rhythm
     logs: list[tuple[int, int, int, str]] = field(default_factory=list)  # (node, gpu, xid, text)
 
 
@@ -63,7 +65,15 @@ class Fleet:
         self.start_ts = start_ts
         n, g = scenario.nodes, scenario.gpus_per_node
         rng = self.rng = np.random.default_rng(scenario.seed + 1)
-        self.busy = rng.random(n) < scenario.busy_fraction
+        groups = (n + scenario.job_nodes - 1) // scenario.job_nodes
+        self.group_busy = rng.random(groups) < scenario.busy_fraction
+        self.group_until = rng.exponential(scenario.job_mean_s, groups)
+        self.group_started = -rng.uniform(0, scenario.job_mean_s, groups)
+        self.group_phase = rng.uniform(0, 30.0, groups)
+        self.group_job = np.where(self.group_busy, np.arange(groups), -1)
+        self.next_job = groups
+        self.node_group = np.arange(n) // scenario.job_nodes
+        self.xmit = np.zeros(n, np.int64)
         self.temp_offset = rng.normal(0.0, 2.0, (n, g))
         self.power_offset = rng.normal(0.0, 12.0, (n, g))
         self.t_s = 0.0
@@ -94,14 +104,27 @@ class Fleet:
         sc, rng = self.sc, self.rng
         self.t_s += sc.step_s
         t, dt = self.t_s, sc.step_s
-        busy = self.busy[:, None]
-        phase = np.sin(2 * np.pi * t / 30.0)  # the training step rhythm: peers move together
-        temp = np.where(busy, 67.0 + 1.5 * phase, 34.0) + self.temp_offset + rng.normal(0, sc.noise.temp_sd_c,
-                                                                                        self.temp_offset.shape)
-        power = np.where(busy, 610.0 + 40.0 * phase, 72.0) + self.power_offset + rng.normal(
+        self._schedule(t)
+        group = self.node_group
+        busy_nodes = self.group_busy[group]
+        busy = busy_nodes[:, None]
+        # The training step rhythm: a job's peers move together; each job has its own phase.
+        phase = np.sin(2 * np.pi * (t + self.group_phase[group]) / 30.0)[:, None]
+        since = (t - self.group_started[group]) % sc.checkpoint_interval_s  # checkpoint at the end of each interval
+        in_checkpoint = busy_nodes & (since >= sc.checkpoint_interval_s - sc.checkpoint_s)
+        load = np.where(in_checkpoint, 0.1, 1.0)[:, None]
+        # One slow GPU holds the whole job back: its peers wait at every collective.
+        group_slow = np.zeros(len(self.group_busy), bool)
+        np.logical_or.at(group_slow, group, self.slow.any(axis=1))
+        load = load * np.where(group_slow[group] & busy_nodes, 0.6, 1.0)[:, None]
+        temp = np.where(busy, 34.0 + (33.0 + 1.5 * phase) * load, 34.0) + self.temp_offset + rng.normal(
+            0, sc.noise.temp_sd_c, self.temp_offset.shape)
+        power = np.where(busy, 72.0 + (538.0 + 40.0 * phase) * load, 72.0) + self.power_offset + rng.normal(
             0, sc.noise.power_sd_w, self.power_offset.shape)
-        util = np.where(busy, np.clip(rng.normal(96.0, 2.0, temp.shape), 0, 100), 0.0)
+        util = np.where(busy, np.clip(rng.normal(96.0, 2.0, temp.shape) * load, 0, 100), 0.0)
         clock = np.where(busy, 1980.0, 345.0) * np.ones_like(temp)
+        # ~25 GB/s per busy node at full load, counted in 4-byte words like port_xmit_data
+        self.xmit += (util.mean(axis=1) / 100.0 * 25e9 / 4 * dt).astype(np.int64)
         throttle = np.zeros(temp.shape, np.int64)
         self.ecc_sbe += rng.random(temp.shape) < 0.0005 * dt / 10  # background: a rare correctable error
         logs: list[tuple[int, int, int, str]] = []
@@ -114,7 +137,24 @@ class Fleet:
         temp = np.where(self.lost, np.nan, temp)
         return Step(t, temp, power, util, clock, throttle, self.lost.copy(), self.ecc_sbe.copy(), self.ecc_dbe.copy(),
                     self.remap_pending.copy(), self.pcie_replay.copy(), self.nvlink_crc.copy(), self.ib[0].copy(),
-                    self.ib[1].copy(), self.ib[2].copy(), self.boot.copy(), logs)
+                    self.ib[1].copy(), self.ib[2].copy(), self.boot.copy(), self.group_job[group].copy(),
+                    self.xmit.copy(), logs)
+
+    def _schedule(self, t: float) -> None:
+        """Jobs end and new ones start: busy for ~job_mean_s, then idle for a gap that keeps the long-run busy
+        share at busy_fraction (longer at night with daily_amplitude)."""
+        sc, rng = self.sc, self.rng
+        for g in np.flatnonzero(self.group_until <= t):
+            if self.group_busy[g]:
+                night = 0.5 * (1 + np.cos(2 * np.pi * t / 86_400.0))  # 1 at midnight, 0 at noon
+                idle_mean = sc.job_mean_s * (1 - sc.busy_fraction) / sc.busy_fraction
+                gap = rng.exponential(max(idle_mean * (1 + sc.daily_amplitude * night), 1.0))
+                self.group_busy[g], self.group_job[g], self.group_until[g] = False, -1, t + gap
+            else:
+                self.group_busy[g], self.group_job[g] = True, self.next_job
+                self.next_job += 1
+                self.group_started[g], self.group_until[g] = t, t + rng.exponential(sc.job_mean_s)
+                self.group_phase[g] = rng.uniform(0, 30.0)
 
     def _apply(self, e: TruthEvent, t: float, dt: float, temp: np.ndarray, clock: np.ndarray, throttle: np.ndarray,
                logs: list[tuple[int, int, int, str]]) -> None:
@@ -181,6 +221,7 @@ class Fleet:
             for counters in (self.ecc_sbe, self.ecc_dbe, self.pcie_replay, self.nvlink_crc):
                 counters[node, :] = 0
             self.ib[:, node] = 0
+            self.xmit[node] = 0
             self.lost[node, :] = False
         elif e.kind == "storm" and failed and self._once(e, "fail"):
             xid(int(e.cls.removeprefix("storm-xid")))
@@ -204,7 +245,8 @@ class Fleet:
                     ecc_dbe_volatile=int(step.ecc_dbe[i, j]), row_remap_pending=bool(step.remap_pending[i, j]),
                     pcie_replay=int(step.pcie_replay[i, j])))
             nic = NicReading(name="mlx5_0/1", link_layer="infiniband", state="4: ACTIVE", carrier=True,
-                             counters={"symbol_error": int(step.ib_symbol_error[i]),
+                             counters={"port_xmit_data": int(step.ib_xmit_words[i]),
+                                       "symbol_error": int(step.ib_symbol_error[i]),
                                        "link_error_recovery": int(step.ib_link_error_recovery[i]),
                                        "link_downed": int(step.ib_link_downed[i])})
             out.append(TelemetrySample(node=node_name(i), ts=ts, seq=int(step.t_s / self.sc.step_s), gpus=gpus,

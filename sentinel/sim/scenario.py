@@ -131,7 +131,12 @@ class Scenario(_Section, frozen=True):
     gpus_per_node: int = 8
     duration_s: float = 86_400.0
     step_s: float = 10.0
-    busy_fraction: float = 0.85  # share of nodes running a job at any time
+    busy_fraction: float = 0.85  # long-run share of nodes running a job
+    job_nodes: int = 4  # data-parallel peers per job: they share the step rhythm and wait for the slowest GPU
+    job_mean_s: float = 28_800.0  # mean job length (exponential); idle gaps follow from busy_fraction
+    daily_amplitude: float = 0.0  # 0..1: idle gaps are longer at night by this share (daily load)
+    checkpoint_interval_s: float = 3600.0  # every job pauses to checkpoint this often ...
+    checkpoint_s: float = 60.0  # ... for this long
     noise: Noise = msgspec.field(default_factory=Noise)
     faults: Faults = msgspec.field(default_factory=Faults)
     benign: Benign = msgspec.field(default_factory=Benign)
@@ -144,7 +149,12 @@ class Scenario(_Section, frozen=True):
                  self.duration_s)
         require(math.isfinite(self.step_s) and 0 < self.step_s <= self.duration_s, "step_s",
                  "must be > 0 and at most duration_s", self.step_s)
-        require(0 <= self.busy_fraction <= 1, "busy_fraction", "must be in [0, 1]", self.busy_fraction)
+        require(0 < self.busy_fraction <= 1, "busy_fraction", "must be in (0, 1]", self.busy_fraction)
+        require(1 <= self.job_nodes <= self.nodes, "job_nodes", "must be in [1, nodes]", self.job_nodes)
+        require(math.isfinite(self.job_mean_s) and self.job_mean_s > 0, "job_mean_s", "must be > 0", self.job_mean_s)
+        require(0 <= self.daily_amplitude <= 1, "daily_amplitude", "must be in [0, 1]", self.daily_amplitude)
+        require(math.isfinite(self.checkpoint_interval_s) and self.checkpoint_interval_s > self.checkpoint_s >= 0,
+                "checkpoint_interval_s", "must be > checkpoint_s >= 0", self.checkpoint_interval_s)
         if self.storm is not None:
             require(self.storm.at_s < self.duration_s, "storm.at_s", "must fall inside duration_s", self.storm.at_s)
 
