@@ -193,3 +193,20 @@ def test_nic_traffic_counts_up_while_busy_and_jobs_come_and_go() -> None:
     assert 0.3 < busy_share < 0.7
     assert len({int(j) for s in steps for j in s.job if j >= 0}) > 16  # jobs started and ended
     assert np.all(np.diff([s.ib_xmit_words.sum() for s in steps]) >= 0) and steps[-1].ib_xmit_words.sum() > 0
+
+
+def test_a_driver_reload_resets_gpu_counters_but_not_the_boot_id() -> None:
+    steps = _run(_event("hbm", 100.0, 2900.0), _event("driver_reload", 1500.0, 1500.0, gpu=-1, kind="benign"))
+    before, after = _at(steps, 1490.0), _at(steps, 1500.0)
+    assert before.ecc_sbe[1, 2] > 10 and after.ecc_sbe[1, 2] <= 5 and after.boot[1] == before.boot[1]
+
+
+def test_weekends_are_quieter_with_a_weekly_amplitude() -> None:
+    week = scenario.from_mapping({"name": "week", "seed": 6, "nodes": 64, "job_nodes": 2, "duration_s": 14 * 86400.0,
+                                  "step_s": 600.0, "busy_fraction": 0.6, "job_mean_s": 7200.0,
+                                  "weekly_amplitude": 1.0})
+    fleet = Fleet(week, [])
+    steps = [fleet.step() for _ in range(int(week.duration_s / week.step_s))]
+    weekday = [(s.job >= 0).mean() for s in steps if (s.t_s // 86400) % 7 < 5]
+    weekend = [(s.job >= 0).mean() for s in steps if (s.t_s // 86400) % 7 >= 5]
+    assert np.mean(weekend) < np.mean(weekday) - 0.05

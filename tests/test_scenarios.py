@@ -135,3 +135,12 @@ def test_bench_sim_reports_the_generation_rate() -> None:
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["gpu_samples_per_s"] > 0 and data["gpus"] == 64 and data["goal_gpu_samples_per_s"] == 1_000_000
+
+
+def test_changing_one_class_leaves_every_other_class_of_the_plan_alone() -> None:
+    base = {"name": "iso", "seed": 3, "nodes": 256, "faults": {"hbm": {"rate_per_1000_node_days": 50.0},
+                                                               "gsp": {"rate_per_1000_node_days": 50.0}}}
+    more = {**base, "faults": {**base["faults"], "thermal": {"rate_per_1000_node_days": 80.0}}}
+    a = [e for e in groundtruth.plan(scenario.from_mapping(base)) if e.cls in ("hbm", "gsp")]
+    b = [e for e in groundtruth.plan(scenario.from_mapping(more)) if e.cls in ("hbm", "gsp")]
+    assert [(e.cls, e.node, e.gpu, e.failure_s) for e in a] == [(e.cls, e.node, e.gpu, e.failure_s) for e in b]

@@ -12,7 +12,8 @@ Each fault class leaves its documented precursor and failure signature (``ground
   failure; fail_slow: the GPU's SM clock drops to 60 % from the failure time on; silent: Xid 79, GPU lost;
   software: nothing on the node (the job dies elsewhere);
 - benign: app_xid logs Xid 13/31/43; spike lifts one GPU's temperature 15 C for one step; reboot changes the
-  boot id and resets every counter; storm: the storm's Xid on each hit node.
+  boot id and resets every counter; driver_reload resets the GPU counters and keeps the boot id; storm: the
+  storm's Xid on each hit node.
 Readings are produced as arrays (``step``) and converted to the wire records on demand (``samples``, ``logs``).
 """
 
@@ -148,7 +149,9 @@ class Fleet:
             if self.group_busy[g]:
                 night = 0.5 * (1 + np.cos(2 * np.pi * t / 86_400.0))  # 1 at midnight, 0 at noon
                 idle_mean = sc.job_mean_s * (1 - sc.busy_fraction) / sc.busy_fraction
-                gap = rng.exponential(max(idle_mean * (1 + sc.daily_amplitude * night), 1.0))
+                weekend = (t // 86_400.0) % 7 >= 5
+                factor = (1 + sc.daily_amplitude * night) * (1 + sc.weekly_amplitude * weekend)
+                gap = rng.exponential(max(idle_mean * factor, 1.0))
                 self.group_busy[g], self.group_job[g], self.group_until[g] = False, -1, t + gap
             else:
                 self.group_busy[g], self.group_job[g] = True, self.next_job
@@ -223,6 +226,9 @@ class Fleet:
             self.ib[:, node] = 0
             self.xmit[node] = 0
             self.lost[node, :] = False
+        elif e.cls == "driver_reload" and failed and self._once(e, "fail"):
+            for counters in (self.ecc_sbe, self.ecc_dbe, self.pcie_replay, self.nvlink_crc):
+                counters[node, :] = 0  # the driver starts counting again; the boot id stays
         elif e.kind == "storm" and failed and self._once(e, "fail"):
             xid(int(e.cls.removeprefix("storm-xid")))
 

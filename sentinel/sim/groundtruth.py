@@ -10,6 +10,7 @@ never have one (``scenario.NO_PRECURSOR``).
 from __future__ import annotations
 
 import csv
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,14 +52,14 @@ def node_name(index: int) -> str:
 
 def plan(scenario: Scenario) -> list[TruthEvent]:
     """Every fault, benign event and storm report of the scenario, ordered by time (same seed, same plan)."""
-    rng = np.random.default_rng(scenario.seed)
     events: list[TruthEvent] = []
     for cls in FaultClass:
+        rng = _stream(scenario.seed, "fault", cls.value)
         spec = scenario.faults.spec(cls)
         count = int(rng.poisson(spec.rate_per_1000_node_days * scenario.node_days / 1000.0))
         for _ in range(count):
             failure = float(rng.uniform(0.0, scenario.duration_s))
-            draw = rng.random()  # drawn for every class, so adding a class's precursor never reshuffles the rest
+            draw = rng.random()
             warned = cls not in NO_PRECURSOR and bool(draw >= spec.no_precursor_share) and spec.precursor_s[1] > 0
             lead = float(rng.uniform(*spec.precursor_s)) if warned else 0.0
             gpu = -1 if cls in (FaultClass.INFINIBAND, FaultClass.SOFTWARE) else int(
@@ -66,13 +67,16 @@ def plan(scenario: Scenario) -> list[TruthEvent]:
             events.append(TruthEvent("", "fault", cls.value, node_name(int(rng.integers(scenario.nodes))), gpu,
                                      max(0.0, failure - lead), failure, warned, NEEDS_DRAIN[cls]))
     for benign in BenignClass:
+        rng = _stream(scenario.seed, "benign", benign.value)
         count = int(rng.poisson(scenario.benign.spec(benign).rate_per_1000_node_days * scenario.node_days / 1000.0))
         for _ in range(count):
             at = float(rng.uniform(0.0, scenario.duration_s))
-            gpu = -1 if benign is BenignClass.REBOOT else int(rng.integers(scenario.gpus_per_node))
+            gpu = -1 if benign in (BenignClass.REBOOT, BenignClass.DRIVER_RELOAD) else int(
+                rng.integers(scenario.gpus_per_node))
             events.append(TruthEvent("", "benign", benign.value, node_name(int(rng.integers(scenario.nodes))), gpu,
                                      at, at, False, False))
     if scenario.storm is not None:
+        rng = _stream(scenario.seed, "storm", "")
         storm = scenario.storm
         hit = rng.choice(scenario.nodes, size=max(1, round(storm.fraction * scenario.nodes)), replace=False)
         for index in sorted(int(i) for i in hit):
@@ -81,6 +85,12 @@ def plan(scenario: Scenario) -> list[TruthEvent]:
                                      int(rng.integers(scenario.gpus_per_node)), at, at, False, False))
     events.sort(key=lambda e: (e.failure_s, e.node, e.cls))
     return [TruthEvent(**{**asdict(e), "id": f"{scenario.name}-{i:06d}"}) for i, e in enumerate(events)]
+
+
+def _stream(seed: int, kind: str, name: str) -> np.random.Generator:
+    """An independent random stream per class (keyed by its name), so adding or changing one class's rate never
+    reshuffles the events of the others."""
+    return np.random.default_rng([seed, zlib.crc32(f"{kind}:{name}".encode())])
 
 
 def export_csv(events: list[TruthEvent], path: Path) -> None:

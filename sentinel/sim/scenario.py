@@ -45,6 +45,7 @@ class BenignClass(StrEnum):
     APP_XID = "app_xid"  # Xid 13/31/43 from application bugs
     SPIKE = "spike"  # a transient temperature or power spike
     REBOOT = "reboot"  # a planned reboot: counters reset, boot id changes
+    DRIVER_RELOAD = "driver_reload"  # the NVIDIA driver is reloaded: GPU counters reset, same boot id
 
 
 def _non_negative(field: str, value: float) -> None:
@@ -94,6 +95,7 @@ class Benign(_Section, frozen=True):
     app_xid: BenignSpec = msgspec.field(default_factory=BenignSpec)
     spike: BenignSpec = msgspec.field(default_factory=BenignSpec)
     reboot: BenignSpec = msgspec.field(default_factory=BenignSpec)
+    driver_reload: BenignSpec = msgspec.field(default_factory=BenignSpec)
 
     def spec(self, cls: BenignClass) -> BenignSpec:
         return getattr(self, cls.value)  # type: ignore[no-any-return]
@@ -135,6 +137,7 @@ class Scenario(_Section, frozen=True):
     job_nodes: int = 4  # data-parallel peers per job: they share the step rhythm and wait for the slowest GPU
     job_mean_s: float = 28_800.0  # mean job length (exponential); idle gaps follow from busy_fraction
     daily_amplitude: float = 0.0  # 0..1: idle gaps are longer at night by this share (daily load)
+    weekly_amplitude: float = 0.0  # 0..1: idle gaps are longer on days 6 and 7 of each week by this share
     checkpoint_interval_s: float = 3600.0  # every job pauses to checkpoint this often ...
     checkpoint_s: float = 60.0  # ... for this long
     noise: Noise = msgspec.field(default_factory=Noise)
@@ -153,6 +156,7 @@ class Scenario(_Section, frozen=True):
         require(1 <= self.job_nodes <= self.nodes, "job_nodes", "must be in [1, nodes]", self.job_nodes)
         require(math.isfinite(self.job_mean_s) and self.job_mean_s > 0, "job_mean_s", "must be > 0", self.job_mean_s)
         require(0 <= self.daily_amplitude <= 1, "daily_amplitude", "must be in [0, 1]", self.daily_amplitude)
+        require(0 <= self.weekly_amplitude <= 1, "weekly_amplitude", "must be in [0, 1]", self.weekly_amplitude)
         require(math.isfinite(self.checkpoint_interval_s) and self.checkpoint_interval_s > self.checkpoint_s >= 0,
                 "checkpoint_interval_s", "must be > checkpoint_s >= 0", self.checkpoint_interval_s)
         if self.storm is not None:
