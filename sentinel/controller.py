@@ -65,7 +65,7 @@ class Controller:
             self._handle(message)
         if messages:
             self.consumer.commit()
-            self.metrics.open_incidents.set(self.repo.counts()["open_incidents"])
+            self.metrics.open_incidents.set(self.repo.open_incident_count())
         return len(messages)
 
     def _handle(self, message: Message) -> None:

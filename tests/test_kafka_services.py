@@ -17,6 +17,8 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,37 @@ def _wait_for(repo: Repository, want: set[tuple[str, str]], commands: int, timeo
         time.sleep(0.5)
 
 
+@dataclass
+class Stack:
+    broker: Tansu
+    repo: Repository
+    raw: dict
+    path: Path
+    stop: threading.Event
+    producer: KafkaTransport
+    controller: threading.Thread
+
+
+@pytest.fixture
+def stack(tmp_path: Path, pg_url: str) -> Iterator[Stack]:
+    """A fresh broker and store, the controller running in a thread, and a producer; all stopped afterwards."""
+    broker = Tansu(tmp_path)
+    broker.start()
+    repo = _fresh_store(pg_url)
+    raw, path = _config(broker, pg_url, tmp_path)
+    stop = threading.Event()
+    controller = threading.Thread(target=run_controller, args=(from_mapping(raw), stop))
+    controller.start()
+    producer = KafkaTransport(broker.bootstrap)
+    try:
+        yield Stack(broker, repo, raw, path, stop, producer, controller)
+    finally:
+        stop.set()
+        controller.join(30)
+        producer.close()
+        broker.stop()
+
+
 def _detector_process(config_path: Path, log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "sentinel.cli", "detector", "--config", str(config_path)],
                             stdout=log.open("wb"), stderr=subprocess.STDOUT)
@@ -114,16 +147,9 @@ def _assert_effects_exactly_once(repo: Repository) -> None:
 
 @pytest.mark.postgres
 def test_a_killed_detector_member_is_replaced_without_losing_findings_or_doubling_commands(
-        tmp_path: Path, pg_url: str) -> None:
-    broker = Tansu(tmp_path)
-    broker.start()
-    repo = _fresh_store(pg_url)
-    raw, path = _config(broker, pg_url, tmp_path)
-    stop = threading.Event()
-    controller = threading.Thread(target=run_controller, args=(from_mapping(raw), stop))
-    controller.start()
-    members = [_detector_process(path, tmp_path / f"detector-{i}.log") for i in range(2)]
-    producer = KafkaTransport(broker.bootstrap)
+        tmp_path: Path, stack: Stack) -> None:
+    repo, producer = stack.repo, stack.producer
+    members = [_detector_process(stack.path, tmp_path / f"detector-{i}.log") for i in range(2)]
     try:
         time.sleep(8)  # both members join and split the partitions
         for r in range(1, 61):
@@ -135,62 +161,37 @@ def test_a_killed_detector_member_is_replaced_without_losing_findings_or_doublin
         assert members[1].poll() is None, "the surviving member must still be running"
         _assert_effects_exactly_once(repo)
     finally:
-        stop.set()
         for member in members:
             if member.poll() is None:
                 member.send_signal(signal.SIGTERM)
                 member.wait(20)
-        controller.join(30)
-        producer.close()
-        broker.stop()
 
 
 @pytest.mark.postgres
-def test_a_restarted_detector_resumes_from_its_committed_offsets(tmp_path: Path, pg_url: str) -> None:
-    broker = Tansu(tmp_path)
-    broker.start()
-    repo = _fresh_store(pg_url)
-    raw, path = _config(broker, pg_url, tmp_path)
-    stop = threading.Event()
-    controller = threading.Thread(target=run_controller, args=(from_mapping(raw), stop))
-    controller.start()
-    producer = KafkaTransport(broker.bootstrap)
-    first = _detector_process(path, tmp_path / "first.log")
+def test_a_restarted_detector_resumes_from_its_committed_offsets(tmp_path: Path, stack: Stack) -> None:
+    repo, producer = stack.repo, stack.producer
+    first = _detector_process(stack.path, tmp_path / "first.log")
+    for r in range(1, 31):
+        _round(producer, r)
+    _wait_for(repo, {("gpu-lost", n) for n in NODES[:10]}, commands=10)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+    for r in range(31, 61):
+        _round(producer, r)
+    second = _detector_process(stack.path, tmp_path / "second.log")
     try:
-        for r in range(1, 31):
-            _round(producer, r)
-        _wait_for(repo, {("gpu-lost", n) for n in NODES[:10]}, commands=10)
-        first.send_signal(signal.SIGTERM)
-        assert first.wait(30) == 0
-        for r in range(31, 61):
-            _round(producer, r)
-        second = _detector_process(path, tmp_path / "second.log")
-        try:
-            _wait_for(repo, _expected(), commands=20)
-        finally:
-            second.send_signal(signal.SIGTERM)
-            second.wait(30)
-        _assert_effects_exactly_once(repo)
+        _wait_for(repo, _expected(), commands=20)
     finally:
-        stop.set()
-        controller.join(30)
-        producer.close()
-        broker.stop()
+        second.send_signal(signal.SIGTERM)
+        second.wait(30)
+    _assert_effects_exactly_once(repo)
 
 
 @pytest.mark.postgres
-def test_ten_thousand_malformed_messages_are_dead_lettered_and_change_nothing(tmp_path: Path, pg_url: str) -> None:
-    broker = Tansu(tmp_path)
-    broker.start()
-    repo = _fresh_store(pg_url)
-    raw, _ = _config(broker, pg_url, tmp_path)
-    config = from_mapping(raw)
-    stop = threading.Event()
-    threads = [threading.Thread(target=run_controller, args=(config, stop)),
-               threading.Thread(target=run_detector, args=(config, stop))]
-    for thread in threads:
-        thread.start()
-    producer = KafkaTransport(broker.bootstrap)
+def test_ten_thousand_malformed_messages_are_dead_lettered_and_change_nothing(stack: Stack) -> None:
+    repo, producer = stack.repo, stack.producer
+    detector = threading.Thread(target=run_detector, args=(from_mapping(stack.raw), stack.stop))
+    detector.start()
     bad_kinds = [b"\xff\xfe", b"{}", b'{"type":"telemetry","node":"x y","ts":1}', b"[1,2,3]",
                  b'{"type":"telemetry","node":"n1","ts":1,"gpus":[{"index":0,"temp_c":1e999}]}']
     try:
@@ -200,7 +201,7 @@ def test_ten_thousand_malformed_messages_are_dead_lettered_and_change_nothing(tm
                    for k in range(167 if r < 60 else 10_000 - 167 * 59)]
             producer.publish_batch(bad)
         _wait_for(repo, _expected(), commands=20)
-        assert all(t.is_alive() for t in threads), "services must keep running"
+        assert detector.is_alive() and stack.controller.is_alive(), "services must keep running"
         _assert_effects_exactly_once(repo)
         consumer = producer.consumer(f"dlq-{uuid.uuid4().hex[:6]}", [DEAD_LETTERS])
         letters: list[DeadLetter] = []
@@ -212,11 +213,8 @@ def test_ten_thousand_malformed_messages_are_dead_lettered_and_change_nothing(tm
         assert all(letter.reason and letter.source_topic in (TELEMETRY, LOGS) for letter in letters)
         assert len({(x.source_topic, x.source_partition, x.source_offset) for x in letters}) == 10_000
     finally:
-        stop.set()
-        for thread in threads:
-            thread.join(30)
-        producer.close()
-        broker.stop()
+        stack.stop.set()
+        detector.join(30)
 
 
 def test_services_refuse_the_embedded_transport() -> None:

@@ -103,11 +103,14 @@ def _exercise_idempotent_writes(repo: Repository) -> None:
 
 
 def test_writes_keyed_by_record_id_are_idempotent_on_sqlite(repo: Repository) -> None:
-    _exercise_idempotent_writes(repo)
+    _exercise_idempotent_writes(repo)  # asserts each repeated write stores nothing new
+    assert repo.counts()["incidents"] == 1
 
 
 @pytest.mark.postgres
 def test_writes_keyed_by_record_id_are_idempotent_on_postgres(pg_url: str) -> None:
     engine = _fresh_postgres(pg_url)
     upgrade(engine)
-    _exercise_idempotent_writes(Repository(engine))
+    repo = Repository(engine)
+    _exercise_idempotent_writes(repo)  # asserts each repeated write stores nothing new
+    assert repo.counts()["incidents"] == 1

@@ -48,7 +48,7 @@ class Detector:
         self.telemetry_topic, self.logs_topic, self.findings_topic = topics  # other names: benchmarks only
         self.consumer = transport.consumer(group, [self.telemetry_topic, self.logs_topic],
                                            replay_messages=config.replay_messages)
-        self.samples_seen = self.gpu_samples_seen = self._samples_reported = self._gpu_samples_reported = 0
+        self.samples_seen = self.gpu_samples_seen = 0  # totals since start (benchmarks read them)
         self.recorded_ts: dict[str, float] = {}  # node -> sample ts last written to the store
         self.recent_xids: dict[tuple[str, int | str, int], float] = {}  # (node, GPU, Xid) -> last event ts
         self.windows: dict[str, NodeWindow] = {}
@@ -64,6 +64,7 @@ class Detector:
         samples: list[TelemetrySample] = []
         findings: list[Finding] = []
         consumed: dict[str, int] = {}
+        seen_before, gpus_before = self.samples_seen, self.gpu_samples_seen
         for message in messages:
             consumed[message.topic] = consumed.get(message.topic, 0) + 1
             record = self._decode(message, now)
@@ -86,9 +87,8 @@ class Detector:
             self.metrics.messages_published.labels(self.findings_topic).inc()
             self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
         self.consumer.commit()
-        self.metrics.samples.inc(self.samples_seen - self._samples_reported)
-        self.metrics.gpu_samples.inc(self.gpu_samples_seen - self._gpu_samples_reported)
-        self._samples_reported, self._gpu_samples_reported = self.samples_seen, self.gpu_samples_seen
+        self.metrics.samples.inc(self.samples_seen - seen_before)
+        self.metrics.gpu_samples.inc(self.gpu_samples_seen - gpus_before)
         self.metrics.detect_seconds.observe(time.perf_counter() - started)
         return len(messages)
 

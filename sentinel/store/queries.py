@@ -107,18 +107,16 @@ class Queries:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(select(table).order_by(table.c[order_by])).mappings()]
 
+    def open_incident_count(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(_OPEN_INCIDENTS).scalar_one())
+
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
         with self.engine.connect() as conn:
             for name in ("nodes", "gpus", "findings", "incidents", "decisions", "commands", "action_results"):
                 out[name] = int(conn.execute(select(func.count()).select_from(s.metadata.tables[name])).scalar_one())
-            out["open_incidents"] = int(
-                conn.execute(
-                    select(func.count())
-                    .select_from(s.incidents)
-                    .where(s.incidents.c.status != IncidentStatus.RESOLVED.value)
-                ).scalar_one()
-            )
+            out["open_incidents"] = int(conn.execute(_OPEN_INCIDENTS).scalar_one())
             out["drained_nodes"] = int(
                 conn.execute(
                     select(func.count()).select_from(s.nodes).where(s.nodes.c.drained_incident_id.is_not(None))
@@ -148,3 +146,7 @@ def _last_decision_query(incident_id: str):  # type: ignore[no-untyped-def]
         .order_by(s.decisions.c.ts.desc())
         .limit(1)
     )
+
+
+_OPEN_INCIDENTS = select(func.count()).select_from(s.incidents).where(
+    s.incidents.c.status != IncidentStatus.RESOLVED.value)
