@@ -24,6 +24,7 @@ from sentinel.verbs.bench import (
     cmd_bench_sim,
     cmd_demo,
 )
+from sentinel.verbs.models import cmd_model_list, cmd_model_show, cmd_train
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_export, cmd_sim_plan
 from sentinel.verbs.store import (
@@ -133,6 +134,24 @@ def build_parser() -> argparse.ArgumentParser:
     sim_export.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole run)")
     sim_export.set_defaults(func=cmd_sim_export)
 
+    train = verb("train", "train the hazard model on labelled telemetry (simulator exports) and save it", cmd_train)
+    train.add_argument("--data", action="append", metavar="DIR", help="a `sentinel sim export` folder (repeatable)")
+    train.add_argument("--scenario", action="append", metavar="NAME",
+                       help="simulate this scenario in memory and train on it (repeatable)")
+    train.add_argument("--horizon", default="2h", help="predict failures within this horizon (default 2h)")
+    train.add_argument("--target-precision", type=float, default=0.95,
+                       help="choose the alerting threshold for this precision on held-out nodes (default 0.95)")
+    train.add_argument("--name", help="model name (default hazard-YYYYmmdd-HHMMSS)")
+    train.add_argument("--models-dir", metavar="DIR", help="where models live (default detector.hazard.models_dir)")
+    model = verbs.add_parser("model", help="trained models").add_subparsers(dest="sub", required=True)
+    model_list = model.add_parser("list", parents=[common], help="list trained models, newest first")
+    model_list.add_argument("--models-dir", metavar="DIR", help="default detector.hazard.models_dir")
+    model_list.set_defaults(func=cmd_model_list)
+    model_show = model.add_parser("show", parents=[common], help="a model's features, threshold, versions, training")
+    model_show.add_argument("name", metavar="NAME", help="a model name, a model directory, or `latest`")
+    model_show.add_argument("--models-dir", metavar="DIR", help="default detector.hazard.models_dir")
+    model_show.set_defaults(func=cmd_model_show)
+
     bench = verbs.add_parser("bench", help="benchmarks").add_subparsers(dest="sub", required=True)
     codec = bench.add_parser("codec", parents=[common], help="wire codec speed: msgspec JSON vs alternatives")
     codec.add_argument("--messages", type=int, default=20_000, help="messages per codec (default 20000)")
@@ -161,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole scenario)")
     detect.add_argument("--max-fraction", type=float, default=0.1,
                         help="circuit breaker: share of the fleet drained per hour (default 0.1, the product default)")
+    detect.add_argument("--model", metavar="DIR",
+                        help="hazard model directory; `none` for rules only (default: the model trained on the "
+                             "shipped `train` scenario, trained on first use and cached)")
     detect.add_argument("--json", action="store_true", help="print results as JSON")
     detect.set_defaults(func=cmd_bench_detect)
     return parser

@@ -133,11 +133,42 @@ class ThermalRuleConfig(_Section, frozen=True):
         require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
 
 
+class HazardConfig(_Section, frozen=True):
+    """The hazard model (``sentinel train``): off until ``model`` names one."""
+
+    model: str = ""  # a model directory, a name under models_dir, or "latest"; "" = rules only
+    models_dir: str = "sentinel-models"
+    score_interval_s: float = 60.0  # per node, in sample time
+    consecutive: int = 2  # scorings at or above the threshold before a finding (hysteresis)
+    threshold: float = 0.0  # 0: the threshold chosen at training for the target precision
+    anomalies: bool = True  # IsolationForest findings (alerts only)
+
+    def __post_init__(self) -> None:
+        _positive("score_interval_s", self.score_interval_s)
+        require(1 <= self.consecutive <= 100, "consecutive", "must be in [1, 100]", self.consecutive)
+        require(0 <= self.threshold < 1, "threshold", "must be in [0, 1)", self.threshold)
+
+
+class StragglerConfig(_Section, frozen=True):
+    """A busy GPU whose SM clock stays below ``clock_ratio`` of its node peers' median is a straggler."""
+
+    clock_ratio: float = 0.8
+    sustain_samples: int = 2
+    min_util_pct: float = 50.0
+
+    def __post_init__(self) -> None:
+        require(0 < self.clock_ratio < 1, "clock_ratio", "must be in (0, 1)", self.clock_ratio)
+        require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
+        require(0 <= self.min_util_pct <= 100, "min_util_pct", "must be in [0, 100]", self.min_util_pct)
+
+
 class DetectorConfig(_Section, frozen=True):
     window_samples: int = 60
     replay_messages: int = 5000  # per partition handed over from another member (Kafka only)
     record_interval_s: float = 30.0  # how often each node's last-seen and GPU rows are written to the store
     thermal: ThermalRuleConfig = msgspec.field(default_factory=ThermalRuleConfig)
+    straggler: StragglerConfig = msgspec.field(default_factory=StragglerConfig)
+    hazard: HazardConfig = msgspec.field(default_factory=HazardConfig)
 
     def __post_init__(self) -> None:
         require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)

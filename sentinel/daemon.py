@@ -25,6 +25,7 @@ from sentinel.actuator.steps import DryRunActuator
 from sentinel.clock import Clock, SystemClock
 from sentinel.config import Config
 from sentinel.controller import Controller
+from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.service import Detector
 from sentinel.errors import ConfigError, TransportError
 from sentinel.metrics import Metrics
@@ -126,7 +127,8 @@ def build_pipeline(
         transport=transport,
         repo=repo,
         metrics=metrics,
-        detector=Detector(transport, repo, config.detector, metrics, clock),
+        detector=Detector(transport, repo, config.detector, metrics, clock,
+                          hazard=load_scorer(config.detector.hazard)),
         controller=Controller(transport, repo, policy, config.policy, metrics, clock),
         actuator=ActuatorService(transport, actuator, metrics, clock),
     )
@@ -203,7 +205,8 @@ def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None 
     metrics = metrics if metrics is not None else Metrics()
     transport = _service_transport(config)
     repo = open_repository(config, migrate=False)
-    detector = Detector(transport, repo, config.detector, metrics, SystemClock())
+    detector = Detector(transport, repo, config.detector, metrics, SystemClock(),
+                        hazard=load_scorer(config.detector.hazard))
     serve_metrics(config.metrics.listen, metrics)
     try:
         detector.run(stop)

@@ -64,6 +64,10 @@ class FindingClass(StrEnum):
     GPU_ECC = "gpu_ecc"
     GPU_LOST = "gpu_lost"
     GPU_THERMAL = "gpu_thermal"
+    NIC_INFINIBAND = "nic_infiniband"
+    PREDICTED_FAILURE = "predicted_failure"  # the hazard model
+    STRAGGLER = "straggler"  # a GPU that holds its job back
+    ANOMALY = "anomaly"  # unlike anything healthy the model was trained on; no rule names it
 
 
 class Recommendation(StrEnum):

@@ -15,6 +15,7 @@ Large scenarios can be scored on the nodes that have a ground-truth event plus a
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from sentinel.metrics import Metrics
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.fleet import Fleet
 from sentinel.sim.groundtruth import TruthEvent
+from sentinel.sim.trainset import cached_model
 from sentinel.tables import render
 from sentinel.transport import LOGS, TELEMETRY
 
@@ -140,6 +142,11 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
                          "recall": round(len(caught.get(cls, [])) / total, 3),
                          "lead_time_median_s": _q(leads.get(cls, []), 0.5)}
     f1 = 2 * precision * recall / (precision + recall) if precision and recall else 0.0
+    split = {}
+    for label, warned in (("with_precursor", True), ("no_precursor", False)):
+        group = [f for f in faults if f.has_precursor is warned]
+        hit = sum(1 for v in caught.values() for f in v if f.has_precursor is warned)
+        split[label] = {"faults": len(group), "caught": hit, "recall": round(hit / len(group), 3) if group else None}
     return {
         "faults": len(faults), "caught": tp, "drains": len(drains), "false_drains": fp,
         "precision": _r(precision), "recall": _r(recall), "f1": round(f1, 3),
@@ -152,7 +159,29 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
             * 1000 / node_days, 2) if node_days else None,
         "benign_actions": sum(1 for d in false if d.node in benign_nodes),
         "by_class": by_class,
+        **split,
     }
+
+
+STRAGGLER_GOAL_S = 20.0
+
+
+def straggler_score(findings: list[dict[str, Any]], truth: list[TruthEvent], start: float) -> dict[str, Any]:
+    """Fail-slow faults found by a straggler finding on their GPU within STRAGGLER_GOAL_S of onset."""
+    slow = [e for e in truth if e.cls == "fail_slow"]
+    delays = []
+    for e in slow:
+        hits = [f["observed_ts"] - start - e.failure_s for f in findings
+                if f["kind"] == "straggler" and f["node"] == e.node and f["gpu_index"] == e.gpu
+                and f["observed_ts"] - start >= e.failure_s]
+        if hits:
+            delays.append(min(hits))
+    within = sum(1 for d in delays if d <= STRAGGLER_GOAL_S)
+    return {"faults": len(slow), "found": len(delays), "found_within_20s": within,
+            "share_within_20s": round(within / len(slow), 3) if slow else None,
+            "delay_median_s": _q(delays, 0.5),
+            "false_findings": sum(1 for f in findings if f["kind"] == "straggler" and not any(
+                f["node"] == e.node and f["gpu_index"] == e.gpu for e in slow))}
 
 
 def _r(x: float | None) -> float | None:
@@ -164,9 +193,13 @@ def _q(values: list[float], q: float) -> float | None:
 
 
 def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float], None] | None = None,
-               max_steps: int | None = None, max_fraction: float = 0.1) -> dict[str, Any]:
+               max_steps: int | None = None, max_fraction: float = 0.1, model: str | None = None) -> dict[str, Any]:
     """Score the scenario; the policy runs with its defaults (act mode, dry-run actuator) and the breaker at
-    ``max_fraction`` of the fleet per hour, so a storm shows what the breaker holds back."""
+    ``max_fraction`` of the fleet per hour, so a storm shows what the breaker holds back.
+
+    ``model``: a hazard model directory, ``""`` for rules only, or None for the model trained on the shipped
+    training scenario (trained on first use and cached)."""
+    model_path = cached_model(lambda text: print(f"bench: {text}", file=sys.stderr)) if model is None else model
     sc = scenario.load(name)
     truth = groundtruth.plan(sc)
     fleet = Fleet(sc, truth)
@@ -178,7 +211,7 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
     with tempfile.TemporaryDirectory() as tmp:
         config = from_mapping({"store": {"url": f"sqlite:///{tmp}/detect.db"},
                                "policy": {"mode": "act", "breaker": {"max_fraction": max_fraction}},
-                               "detector": {"record_interval_s": 300}})
+                               "detector": {"record_interval_s": 300, "hazard": {"model": model_path}}})
         clock = ManualClock(fleet.start_ts)
         pipeline = build_pipeline(config, clock, Metrics(), open_repository(config, migrate=True),
                                   actuator=DryRunActuator(clock))
@@ -208,7 +241,13 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
         ours += [Signal(f["node"], f["ts"] - start, False) for f in pipeline.repo.table("findings")
                  if f["severity"] in ("warning", "critical", "fatal")]
         breaker = pipeline.repo.load_breaker()
+        stragglers = straggler_score(pipeline.repo.table("findings"), truth, start)
+        scorer = pipeline.detector.hazard
+        model_info = {"name": scorer.name, "rows_scored": scorer.rows_scored,
+                      "threshold": round(scorer.threshold, 4)} if scorer else None
     result = score(ours, truth, node_days)
+    result["stragglers"] = stragglers
+    result["model"] = model_info
     result.update({"scenario": sc.name, "max_fraction": max_fraction, "nodes_fed": len(fed),
                    "node_days": round(node_days, 2), "steps": steps,
                    "breaker_open": bool(breaker and breaker.is_open),
@@ -221,14 +260,25 @@ def render_detect(r: dict[str, Any]) -> str:
             "false_drains_per_1000_node_days", "false_alerts_per_1000_node_days", "benign_actions"]
     rows = [{"metric": k, "sentinel": r[k], "threshold": r["baselines"]["threshold"][k],
              "reactive": r["baselines"]["reactive"][k]} for k in keys]
+    for split in ("with_precursor", "no_precursor"):
+        rows.append({"metric": f"recall, faults {split.replace('_', ' ')}", "sentinel": r[split]["recall"],
+                     "threshold": r["baselines"]["threshold"][split]["recall"],
+                     "reactive": r["baselines"]["reactive"][split]["recall"]})
     classes = [{"class": c, **v} for c, v in r["by_class"].items()]
+    st = r["stragglers"]
+    model = r["model"]
+    tail = (f"\n\nStragglers (fail-slow GPUs): {st['found_within_20s']}/{st['faults']} found within 20 s of onset "
+            f"(median delay {st['delay_median_s']} s), {st['false_findings']} straggler findings elsewhere"
+            + (f"\nHazard model {model['name']}: threshold {model['threshold']}, {model['rows_scored']} GPU rows "
+               "scored" if model else "\nRules only (no hazard model)"))
     return (f"{r['scenario']}: {r['nodes_fed']} nodes fed, {r['node_days']} node-days, {r['faults']} faults that need "
             f"a drain; breaker open at the end: {r['breaker_open']}\n"
             + render(rows, [("metric", "metric"), ("sentinel", "sentinel"), ("threshold", "static thresholds"),
                             ("reactive", "react on crash")])
             + "\n\nSentinel by class:\n"
             + render(classes, [("class", "class"), ("faults", "faults"), ("caught", "caught"), ("recall", "recall"),
-                               ("lead_time_median_s", "median lead s")]))
+                               ("lead_time_median_s", "median lead s")])
+            + tail)
 
 
 

@@ -12,6 +12,8 @@ import re
 import numpy as np
 
 from sentinel.config import DetectorConfig
+from sentinel.detector.fabric_rules import infiniband_rules, straggler_rule
+from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import NodeWindow, counter_delta
 from sentinel.detector.xid import classify
 from sentinel.events import (
@@ -31,36 +33,6 @@ from sentinel.events import (
 THERMAL_THROTTLE_MASK = 0x20 | 0x40
 
 
-def _finding(
-    rule: str,
-    kind: FindingClass,
-    node: str,
-    now: float,
-    observed: float,
-    severity: Severity,
-    recommendation: Recommendation,
-    confidence: float,
-    summary: str,
-    gpu: int | None,
-    evidence: dict[str, EvidenceValue],
-) -> Finding:
-    gpu_part = "node" if gpu is None else f"gpu{gpu}"
-    return Finding(
-        id=f"{rule}:{node}:{gpu_part}:{int(observed * 1000)}",
-        node=node,
-        ts=now,
-        observed_ts=observed,
-        kind=kind,
-        rule=rule,
-        severity=severity,
-        recommendation=recommendation,
-        confidence=confidence,
-        summary=summary,
-        gpu_index=gpu,
-        evidence=evidence,
-    )
-
-
 def xid_rule(event: LogEvent, now: float, gpu_index: int | None) -> Finding | None:
     """An Xid from the kernel log, judged by the NVIDIA catalog (sentinel.detector.xid)."""
     if event.kind is not LogKind.XID or event.xid is None:
@@ -70,7 +42,7 @@ def xid_rule(event: LogEvent, now: float, gpu_index: int | None) -> Finding | No
     if event.pci_bus_id:
         evidence["pci_bus_id"] = event.pci_bus_id
     where = f"GPU {gpu_index}" if gpu_index is not None else (event.pci_bus_id or "unknown GPU")
-    return _finding(
+    return make_finding(
         "xid-catalog",
         FindingClass.GPU_XID,
         event.node,
@@ -98,6 +70,8 @@ def sample_rules(
                                                                gpu.ecc_dbe_volatile)):
             out.extend(_ecc_dbe(window, sample, gpu, now, prev))
     out.extend(_thermal(window, sample, config, now))
+    out.extend(infiniband_rules(window, sample, now))
+    out.extend(straggler_rule(window, sample, config.straggler, now))
     return out
 
 
@@ -110,7 +84,7 @@ def _gpu_lost(window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now:
         return []
     window.lost.add(gpu.index)
     return [
-        _finding(
+        make_finding(
             "gpu-lost",
             FindingClass.GPU_LOST,
             sample.node,
@@ -145,7 +119,7 @@ def _ecc_dbe(
 
 def _fatal_ecc(rule: str, sample: TelemetrySample, gpu: int, now: float, summary: str,
                evidence: dict[str, EvidenceValue]) -> Finding:
-    return _finding(rule, FindingClass.GPU_ECC, sample.node, now, sample.ts, Severity.FATAL, Recommendation.DRAIN,
+    return make_finding(rule, FindingClass.GPU_ECC, sample.node, now, sample.ts, Severity.FATAL, Recommendation.DRAIN,
                     1.0, summary, gpu, evidence)
 
 
@@ -180,7 +154,7 @@ def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig
         throttled = bool(np.any(throttle[:, gpu] & THERMAL_THROTTLE_MASK))
         confidence = min(1.0, 0.7 + 0.1 * (slope > 0) + 0.2 * throttled)
         out.append(
-            _finding(
+            make_finding(
                 "thermal-sustained",
                 FindingClass.GPU_THERMAL,
                 sample.node,

@@ -14,6 +14,7 @@ import time
 from sentinel import codec
 from sentinel.clock import Clock
 from sentinel.config import DetectorConfig
+from sentinel.detector.hazard_scoring import HazardScorer
 from sentinel.detector.rules import pci_key, sample_rules, xid_rule
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
@@ -37,6 +38,7 @@ class Detector:
         clock: Clock,
         group: str = "sentinel-detector",
         topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS),
+        hazard: HazardScorer | None = None,
     ) -> None:
         """``config.replay_messages``: on a partition handed over from another member, re-read up to that many
         messages before the committed offset to rebuild windows without acting (decision 0005)."""
@@ -53,6 +55,7 @@ class Detector:
         self.recent_xids: dict[tuple[str, int | str, int], float] = {}  # (node, GPU, Xid) -> last event ts
         self.windows: dict[str, NodeWindow] = {}
         self.last_gpus: dict[str, dict[int, GpuReading]] = {}
+        self.hazard = hazard  # None: rules only
 
     def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
         """Handle what is waiting (up to ``max_messages``); return how many messages were handled."""
@@ -65,6 +68,7 @@ class Detector:
         findings: list[Finding] = []
         consumed: dict[str, int] = {}
         seen_before, gpus_before = self.samples_seen, self.gpu_samples_seen
+        live_nodes: list[str] = []
         for message in messages:
             consumed[message.topic] = consumed.get(message.topic, 0) + 1
             record = self._decode(message, now)
@@ -72,6 +76,7 @@ class Detector:
                 found = self.on_sample(record, now)
                 if not message.replay:
                     findings.extend(found)
+                    live_nodes.append(record.node)
                     if record.ts - self.recorded_ts.get(record.node, -1e18) >= self.config.record_interval_s:
                         self.recorded_ts[record.node] = record.ts
                         samples.append(record)
@@ -79,6 +84,8 @@ class Detector:
                 finding = self.on_log(record, now)
                 if finding is not None:
                     findings.append(finding)
+        if self.hazard is not None and live_nodes:
+            findings.extend(self.hazard.score(self.windows, live_nodes, now))
         self.repo.record_samples(samples)
         for topic, count in consumed.items():
             self.metrics.messages_consumed.labels(topic).inc(count)
@@ -133,6 +140,9 @@ class Detector:
             # built when a log line needs it (rare), not on every sample
             by_pci = {k: g.index for g in self.last_gpus.get(event.node, {}).values() if (k := pci_key(g.pci_bus_id))}
             gpu_index = by_pci.get(key) if key else None
+        window = self.windows.get(event.node)
+        if window is not None and event.xid is not None and gpu_index is not None:
+            window.note_xid(gpu_index, event.xid, event.ts)
         if event.xid is not None:
             # The same Xid reaches us from the kernel log and from NVML's event set, and drivers repeat lines:
             # one finding per (node, GPU, Xid) within XID_DEDUP_S is enough evidence.

@@ -1,6 +1,8 @@
-"""Per-node sliding windows of recent GPU readings, as numpy ring buffers, and counter-delta arithmetic.
+"""Per-node sliding windows of recent readings, as numpy ring buffers, and counter-delta arithmetic.
 
-Pure state: fed with samples, queried by rules. Nothing here reads a clock or the network.
+Pure state: fed with samples, queried by rules and by the feature functions (``models.features``). Nothing here
+reads a clock or the network. GPU fields are floats (NaN when absent or when the GPU is lost); counters are kept
+as float64, exact up to 2^53, which is plenty for the rates the features compute from them.
 """
 
 from __future__ import annotations
@@ -10,47 +12,109 @@ import math
 import numpy as np
 
 from sentinel.counters import counter_delta
-from sentinel.events import GpuState, TelemetrySample
+from sentinel.events import GpuReading, GpuState, TelemetrySample
 
-__all__ = ["NodeWindow", "counter_delta"]
+__all__ = ["GPU_FIELDS", "NODE_FIELDS", "NodeWindow", "counter_delta"]
+
+# Per GPU, in this order in ``NodeWindow.gpu`` (axis 1).
+GPU_FIELDS = ("temp_c", "power_w", "sm_clock_mhz", "util_pct", "ecc_sbe", "pcie_replay", "nvlink_crc",
+              "remap_pending")
+# Per node, in this order in ``NodeWindow.node`` (axis 1): sample time and InfiniBand counters summed over ports.
+NODE_FIELDS = ("ts", "ib_symbol_error", "ib_link_error_recovery", "ib_link_downed")
+IB_COUNTERS = NODE_FIELDS[1:]
+PRECURSOR_XIDS = frozenset({63, 64})  # row remap pending / failed to remap: the HBM is wearing out (catalog)
+
+
+def _f(value: float | int | bool | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _gpu_row(gpu: GpuReading) -> tuple[float, ...]:
+    crc = None
+    if gpu.nvlinks:
+        crc = sum(link.crc_errors or 0 for link in gpu.nvlinks)
+    return (_f(gpu.temp_c), _f(gpu.power_w), _f(gpu.sm_clock_mhz), _f(gpu.util_gpu_pct), _f(gpu.ecc_sbe_volatile),
+            _f(gpu.pcie_replay), _f(crc), _f(gpu.row_remap_pending))
 
 
 class NodeWindow:
-    """The last ``size`` samples of one node: per-GPU temperature and throttle reasons, plus counter state."""
+    """The last ``size`` samples of one node: per-GPU fields, throttle reasons, node counters, precursor Xids."""
 
     def __init__(self, size: int, gpus: int = 8) -> None:
         self.size = size
         self.count = 0  # samples seen (the ring holds min(count, size))
-        self.temp_c = np.full((size, gpus), np.nan)
+        self.gpu = np.full((size, len(GPU_FIELDS), gpus), np.nan)
+        self.node = np.full((size, len(NODE_FIELDS)), np.nan)
         self.throttle = np.zeros((size, gpus), dtype=np.int64)
+        self.temp_c = self.gpu[:, 0, :]  # a view: the thermal rule reads it directly
         self.last_ts = 0.0
         self.last_ecc_dbe: dict[int, int | None] = {}
         self.lost: set[int] = set()  # GPUs currently reported lost
         self.hot_reported: set[int] = set()  # GPUs with an open thermal finding in this episode
+        self.slow_streak: dict[int, int] = {}  # GPU -> consecutive samples lagging its peers (straggler rule)
+        self.slow_reported: set[int] = set()
+        self.ib_rate_reported = False
+        self.precursor_xid_ts: dict[int, float] = {}  # GPU -> time of its last Xid 63/64
+
+    @property
+    def gpus(self) -> int:
+        return int(self.gpu.shape[2])
 
     def _ensure_gpus(self, n: int) -> None:
-        have = self.temp_c.shape[1]
+        have = self.gpus
         if n > have:
-            self.temp_c = np.hstack([self.temp_c, np.full((self.size, n - have), np.nan)])
+            self.gpu = np.concatenate([self.gpu, np.full((self.size, len(GPU_FIELDS), n - have), np.nan)], axis=2)
             self.throttle = np.hstack([self.throttle, np.zeros((self.size, n - have), dtype=np.int64)])
+            self.temp_c = self.gpu[:, 0, :]
 
     def push(self, sample: TelemetrySample) -> None:
         top = max((g.index for g in sample.gpus), default=-1) + 1
         self._ensure_gpus(top)
         row = self.count % self.size
-        width = self.temp_c.shape[1]
-        temps, throttle = [math.nan] * width, [0] * width  # one row assignment each: cheaper than 2n item writes
+        width = self.gpus
+        columns = [(math.nan,) * len(GPU_FIELDS)] * width
+        throttle = [0] * width
         for gpu in sample.gpus:
-            if gpu.state is GpuState.OK and gpu.temp_c is not None:
-                temps[gpu.index] = gpu.temp_c  # finite: the codec rejects NaN and infinities
+            if gpu.state is GpuState.OK:
+                columns[gpu.index] = _gpu_row(gpu)  # finite or NaN: the codec rejects NaN and infinities
             throttle[gpu.index] = gpu.throttle_reasons or 0
-        self.temp_c[row] = temps
+        self.gpu[row] = np.array(columns).T
         self.throttle[row] = throttle
+        ib = [math.nan] * len(IB_COUNTERS)
+        for nic in sample.nics:
+            if nic.link_layer.lower() == "infiniband":
+                for i, name in enumerate(IB_COUNTERS):
+                    value = nic.counters.get(name.removeprefix("ib_"))
+                    if value is not None:
+                        ib[i] = value if math.isnan(ib[i]) else ib[i] + value
+        self.node[row] = (sample.ts, *ib)
         self.count += 1
         self.last_ts = sample.ts
+
+    def note_xid(self, gpu: int, xid: int, ts: float) -> None:
+        if xid in PRECURSOR_XIDS:
+            self.precursor_xid_ts[gpu] = ts
 
     def recent(self, array: np.ndarray, n: int) -> np.ndarray:
         """The last ``n`` rows of ``array`` in time order (fewer if fewer were pushed)."""
         n = min(n, self.count, self.size)
         rows = [(self.count - n + i) % self.size for i in range(n)]
-        return array[rows, :]
+        return array[rows]
+
+    def series(self, n: int | None = None) -> dict[str, np.ndarray]:
+        """The last ``n`` samples (default: the whole ring) as named arrays in time order: GPU fields (T, G),
+        node fields (T,) and ``throttle`` (T, G) — the input of ``models.features``."""
+        n = self.size if n is None else n
+        gpu, node = self.recent(self.gpu, n), self.recent(self.node, n)
+        out = {name: gpu[:, i, :] for i, name in enumerate(GPU_FIELDS)}
+        out.update({name: node[:, i] for i, name in enumerate(NODE_FIELDS)})
+        out["throttle"] = self.recent(self.throttle, n)
+        return out
+
+    def xid_age_s(self, now_ts: float, cap_s: float) -> np.ndarray:
+        """Seconds since each GPU's last precursor Xid (``cap_s`` when none)."""
+        ages = np.full(self.gpus, cap_s)
+        for gpu, ts in self.precursor_xid_ts.items():
+            if gpu < self.gpus:
+                ages[gpu] = min(max(now_ts - ts, 0.0), cap_s)
+        return ages

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sentinel.events import GpuReading, GpuState, LogEvent, LogKind, NicReading, TelemetrySample
+from sentinel.events import GpuReading, GpuState, LogEvent, LogKind, NicReading, NvLinkReading, TelemetrySample
 from sentinel.sim.groundtruth import TruthEvent, node_name
 from sentinel.sim.scenario import Scenario
 
@@ -249,7 +249,8 @@ class Fleet:
                     sm_clock_mhz=float(step.sm_clock_mhz[i, j]), util_gpu_pct=round(float(step.util_pct[i, j]), 1),
                     throttle_reasons=int(step.throttle[i, j]), ecc_sbe_volatile=int(step.ecc_sbe[i, j]),
                     ecc_dbe_volatile=int(step.ecc_dbe[i, j]), row_remap_pending=bool(step.remap_pending[i, j]),
-                    pcie_replay=int(step.pcie_replay[i, j])))
+                    pcie_replay=int(step.pcie_replay[i, j]),
+                    nvlinks=[NvLinkReading(link=0, active=True, crc_errors=int(step.nvlink_crc[i, j]))]))
             nic = NicReading(name="mlx5_0/1", link_layer="infiniband", state="4: ACTIVE", carrier=True,
                              counters={"port_xmit_data": int(step.ib_xmit_words[i]),
                                        "symbol_error": int(step.ib_symbol_error[i]),

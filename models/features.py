@@ -1,0 +1,121 @@
+"""Windowed per-GPU features: levels, slopes, counter rates, time since the last precursor event, and values
+relative to the GPU's peers (the other GPUs of its node, which run the same job in lock-step).
+
+Pure functions over named arrays in time order, exactly what ``NodeWindow.series`` returns for one node
+(GPU fields shaped (T, G), node fields (T,)), or the same with extra leading axes after time for a whole fleet
+at once (GPU fields (T, N, G), node fields (T, N)) as the trainer uses. ``FEATURES`` is the column order; it is
+stored with every model and checked when a model is loaded.
+
+Counter rates survive resets (a driver reload or reboot starts the count again): as in ``sentinel.counters``,
+what happened across a reset is unknown, so a step that goes backwards counts as no increase (never as a
+negative or a huge one), and so does a missing reading (NaN).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+
+import numpy as np
+
+FEATURES = (
+    "temp_c",  # last reading
+    "temp_slope_c_per_min",  # least-squares slope over the window
+    "temp_dev_c",  # last reading minus the median of the node's GPUs
+    "power_dev_w",
+    "clock_ratio",  # SM clock over the median of the node's GPUs (mean of the last 2 samples)
+    "util_pct",
+    "ecc_sbe_per_h",  # correctable ECC errors per hour over the window
+    "ecc_sbe_recent_per_h",  # ... over the last quarter of the window
+    "remap_pending",
+    "pcie_replay_per_h",
+    "pcie_replay_recent_per_h",
+    "nvlink_crc_per_h",
+    "nvlink_crc_recent_per_h",
+    "thermal_throttle_share",  # share of the window with a thermal clock-event reason
+    "ib_symbol_error_per_h",  # node's InfiniBand ports, the same for every GPU of the node
+    "ib_link_error_recovery_per_h",
+    "xid_precursor_age_s",  # seconds since the GPU's last Xid 63/64, capped at XID_AGE_CAP_S
+)
+XID_AGE_CAP_S = 86_400.0
+THERMAL_MASK = 0x20 | 0x40  # NVML clock-event reasons: SW thermal, HW thermal
+
+
+def counter_increase(values: np.ndarray) -> np.ndarray:
+    """Per-step increases of counters along axis 0; a reset (a step backwards) or a NaN counts as 0."""
+    diff = np.diff(values, axis=0)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(diff < 0, 0.0, diff)
+    return np.nan_to_num(diff, nan=0.0)
+
+
+def rate_per_h(values: np.ndarray, ts: np.ndarray, last: int | None = None) -> np.ndarray:
+    """Counter increase per hour over the window, or over its last ``last`` steps."""
+    inc = counter_increase(values)
+    steps = inc.shape[0] if last is None else min(last, inc.shape[0])
+    if steps == 0:
+        return np.zeros(values.shape[1:])
+    span = float(ts[-1] - ts[-1 - steps])
+    return inc[-steps:].sum(axis=0) * 3600.0 / max(span, 1e-9)
+
+
+def slope_per_min(values: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Least-squares slope along axis 0 per minute, ignoring NaN readings (0 when fewer than 2 remain)."""
+    t = (ts - ts[-1]).reshape((-1,) + (1,) * (values.ndim - 1))
+    ok = ~np.isnan(values)
+    n = ok.sum(axis=0)
+    tt = np.where(ok, t, 0.0)
+    vv = np.where(ok, values, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t_mean = tt.sum(axis=0) / n
+        v_mean = vv.sum(axis=0) / n
+        cov = (np.where(ok, (t - t_mean) * (values - v_mean), 0.0)).sum(axis=0)
+        var = (np.where(ok, (t - t_mean) ** 2, 0.0)).sum(axis=0)
+        slope = cov / var * 60.0
+    return np.where((n >= 2) & (var > 0), slope, 0.0)
+
+
+def _peer_median(values: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN node (every GPU lost) gives NaN
+        return np.nanmedian(values, axis=-1, keepdims=True)
+
+
+def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.ndarray:
+    """The feature matrix (..., G, len(FEATURES)) of the window ``series`` (see the module docstring)."""
+    ts = series["ts"]
+    if ts.ndim != 1:
+        ts = ts.reshape(ts.shape[0], -1)[:, 0]  # a fleet's samples share one time axis
+    temp, power, clock = series["temp_c"], series["power_w"], series["sm_clock_mhz"]
+    gpus_shape = temp.shape[1:]
+    quarter = max(temp.shape[0] // 4, 1)
+    last_temp = temp[-1]
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a lost GPU's clock is NaN in both samples
+        recent_clock = np.nanmean(clock[-2:], axis=0)
+        clock_ratio = recent_clock / _peer_median(recent_clock)
+    throttled = (series["throttle"] & THERMAL_MASK) != 0
+
+    def node_rate(name: str) -> np.ndarray:
+        return np.broadcast_to(rate_per_h(series[name], ts)[..., None], gpus_shape)
+
+    columns = [
+        last_temp,
+        slope_per_min(temp, ts),
+        last_temp - _peer_median(last_temp),
+        power[-1] - _peer_median(power[-1]),
+        np.nan_to_num(clock_ratio, nan=1.0, posinf=1.0, neginf=1.0),
+        series["util_pct"][-1],
+        rate_per_h(series["ecc_sbe"], ts),
+        rate_per_h(series["ecc_sbe"], ts, quarter),
+        np.nan_to_num(series["remap_pending"][-1], nan=0.0),
+        rate_per_h(series["pcie_replay"], ts),
+        rate_per_h(series["pcie_replay"], ts, quarter),
+        rate_per_h(series["nvlink_crc"], ts),
+        rate_per_h(series["nvlink_crc"], ts, quarter),
+        throttled.mean(axis=0),
+        node_rate("ib_symbol_error"),
+        node_rate("ib_link_error_recovery"),
+        np.broadcast_to(xid_age_s, gpus_shape),
+    ]
+    return np.stack([np.asarray(c, dtype=np.float64) for c in columns], axis=-1)

@@ -1,0 +1,110 @@
+"""Saving, loading and listing trained models: one directory per model with ``model.joblib`` (the fitted
+estimators) and ``model.json`` (what an operator and the loader need: features in column order, horizon,
+threshold, versions, the training data's hash and the validation numbers).
+
+A joblib file is a pickle: loading one runs code from it. Load models only from a directory you control
+(the loader refuses files that other users can write).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+import sklearn
+
+from models.features import FEATURES
+from models.hazard import HazardModel
+from sentinel.errors import ConfigError
+
+MODEL_FILE, META_FILE = "model.joblib", "model.json"
+
+
+def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str) -> Path:
+    """Write the model under ``root/name`` and return that directory (refuses to overwrite)."""
+    directory = root / name
+    if directory.exists():
+        raise ConfigError(f"model {name!r} already exists in {root}; choose another --name")
+    directory.mkdir(parents=True)
+    joblib.dump({"classifier": model.classifier, "anomaly": model.anomaly}, directory / MODEL_FILE)
+    meta = {
+        "name": name, "created_ts": time.time(), "kind": "hazard", "features": list(model.features),
+        "horizon_s": model.horizon_s, "threshold": model.threshold, "anomaly_threshold": model.anomaly_threshold,
+        "healthy_median": model.healthy_median.tolist(), "healthy_scale": model.healthy_scale.tolist(),
+        "training": {"data_hash": data_hash, "source": source, **model.report},
+        "versions": {"python": platform.python_version(), "numpy": np.__version__,
+                     "scikit_learn": sklearn.__version__},
+    }
+    (directory / META_FILE).write_text(json.dumps(meta, indent=2))
+    return directory
+
+
+def metadata(directory: Path) -> dict[str, Any]:
+    path = directory / META_FILE
+    try:
+        meta: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable model description ({exc})") from exc
+    return meta
+
+
+def load(directory: Path) -> HazardModel:
+    """The model saved in ``directory``; refuses one built for other features or writable by others."""
+    meta = metadata(directory)
+    if tuple(meta.get("features", ())) != FEATURES:
+        raise ConfigError(f"{directory}: model was trained on other features ({len(meta.get('features', []))} "
+                          f"columns, this version computes {len(FEATURES)}); retrain it with `sentinel train`")
+    path = directory / MODEL_FILE
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the model ({exc})") from exc
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigError(f"{path}: writable by group or others (mode {stat.S_IMODE(mode):o}); a model file runs "
+                          "code when loaded, so Sentinel only loads ones that only their owner can write")
+    estimators = joblib.load(path)
+    return HazardModel(estimators["classifier"], float(meta["threshold"]), float(meta["horizon_s"]),
+                       estimators["anomaly"], float(meta["anomaly_threshold"]), FEATURES, meta.get("training", {}),
+                       np.asarray(meta["healthy_median"], np.float64), np.asarray(meta["healthy_scale"], np.float64))
+
+
+def list_models(root: Path) -> list[dict[str, Any]]:
+    """Every model under ``root``, newest first."""
+    if not root.is_dir():
+        return []
+    found = [metadata(d) | {"path": str(d)} for d in root.iterdir() if (d / META_FILE).is_file()]
+    return sorted(found, key=lambda m: m.get("created_ts", 0), reverse=True)
+
+
+def resolve(spec: str, root: Path) -> Path:
+    """``spec`` is a model directory, a model name under ``root``, or ``latest``."""
+    if spec == "latest":
+        models = list_models(root)
+        if not models:
+            raise ConfigError(f"no model in {root}; train one with `sentinel train --data DIR`")
+        return Path(models[0]["path"])
+    path = Path(spec)
+    if (path / META_FILE).is_file():
+        return path
+    if (root / spec / META_FILE).is_file():
+        return root / spec
+    raise ConfigError(f"model {spec!r} not found (neither a model directory nor a name in {root})")
+
+
+def hash_files(paths: list[Path]) -> str:
+    """SHA-256 over the files' names and contents, in the order given."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(os.fsencode(path.name))
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,96 @@
+"""Rules over the node's fabric and its GPUs' peers: InfiniBand link counters, and stragglers.
+
+Each fires once per episode (the window remembers what it reported) and cites its threshold's source.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from models.features import THERMAL_MASK, rate_per_h
+from sentinel.config import StragglerConfig
+from sentinel.detector.findings import make_finding
+from sentinel.detector.windows import NodeWindow
+from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity, TelemetrySample
+
+# NVSentinel and Azure healthagent: any increase of link_downed is fatal for the port (domain.md).
+# IBTA's 10^-12 bit-error-rate bound: more than 120 symbol errors per hour is a pre-failure signal (domain.md);
+# a handful of errors in a short window is not a rate, so at least SYMBOL_MIN_COUNT must be seen.
+SYMBOL_ERRORS_PER_H = 120.0
+SYMBOL_MIN_COUNT = 10
+# NVSentinel: link_error_recovery > 5/min is degradation.
+RECOVERY_PER_H = 300.0
+
+
+def infiniband_rules(window: NodeWindow, sample: TelemetrySample, now: float) -> list[Finding]:
+    node = window.recent(window.node, window.size)
+    if node.shape[0] < 2 or np.isnan(node[-1, 1:]).all():
+        return []
+    ts, symbol, recovery, downed = node[:, 0], node[:, 1], node[:, 2], node[:, 3]
+    out: list[Finding] = []
+    if downed[-1] > downed[-2]:  # a reset (reboot) goes backwards, never up
+        out.append(make_finding(
+            "ib-link-downed", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts, Severity.FATAL,
+            Recommendation.DRAIN, 1.0, f"InfiniBand link went down ({int(downed[-1] - downed[-2])} time(s))", None,
+            {"link_downed": int(downed[-1]), "delta": int(downed[-1] - downed[-2])}))
+    symbol_rate = float(rate_per_h(symbol, ts))
+    recovery_rate = float(rate_per_h(recovery, ts))
+    seen = float(np.nan_to_num(np.clip(np.diff(symbol), 0, None)).sum())
+    degraded = (symbol_rate > SYMBOL_ERRORS_PER_H and seen >= SYMBOL_MIN_COUNT) or recovery_rate > RECOVERY_PER_H
+    if degraded and not window.ib_rate_reported:
+        window.ib_rate_reported = True
+        evidence: dict[str, EvidenceValue] = {"symbol_error_per_h": round(symbol_rate, 1),
+                                              "link_error_recovery_per_h": round(recovery_rate, 1),
+                                              "window_s": round(float(ts[-1] - ts[0]), 1)}
+        confidence = 0.8 + 0.15 * (recovery_rate > 0)
+        out.append(make_finding(
+            "ib-link-degraded", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts, Severity.CRITICAL,
+            Recommendation.CHECKPOINT_DRAIN, confidence,
+            f"InfiniBand link degrading: {symbol_rate:.0f} symbol errors/h (limit {SYMBOL_ERRORS_PER_H:.0f}), "
+            f"{recovery_rate:.0f} link recoveries/h", None, evidence))
+    elif not degraded and symbol_rate < SYMBOL_ERRORS_PER_H / 2 and recovery_rate == 0:
+        window.ib_rate_reported = False
+    return out
+
+
+def straggler_rule(window: NodeWindow, sample: TelemetrySample, config: StragglerConfig,
+                   now: float) -> list[Finding]:
+    """A busy GPU whose SM clock lags its node peers' median for ``sustain_samples`` samples in a row.
+
+    Data-parallel peers run the same kernels in lock-step, so one slow GPU stretches every step of the job
+    (fail-slow; Minder, NSDI'25, and the Llama 3 report's stragglers). Alert only: the GPU still works, and the
+    operator decides whether the job is better off without the node.
+    """
+    series = window.series(2)
+    clock, util, power = series["sm_clock_mhz"][-1], series["util_pct"][-1], series["power_w"][-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        peer_clock = float(np.nanmedian(clock)) if not np.isnan(clock).all() else np.nan
+        peer_util = float(np.nanmedian(util)) if not np.isnan(util).all() else np.nan
+    out: list[Finding] = []
+    if not (peer_clock > 0 and peer_util >= config.min_util_pct) or len(clock) < 2:
+        window.slow_streak.clear()
+        return out
+    ratio = clock / peer_clock
+    for gpu in range(len(clock)):
+        if not ratio[gpu] < config.clock_ratio:
+            window.slow_streak.pop(gpu, None)
+            if ratio[gpu] >= (1 + config.clock_ratio) / 2:  # hysteresis before an episode ends
+                window.slow_reported.discard(gpu)
+            continue
+        streak = window.slow_streak[gpu] = window.slow_streak.get(gpu, 0) + 1
+        if streak < config.sustain_samples or gpu in window.slow_reported:
+            continue
+        window.slow_reported.add(gpu)
+        thermal = bool(series["throttle"][-1, gpu] & THERMAL_MASK)
+        out.append(make_finding(
+            "straggler-clock", FindingClass.STRAGGLER, sample.node, now, sample.ts, Severity.WARNING,
+            Recommendation.ALERT, min(1.0, 0.6 + (config.clock_ratio - float(ratio[gpu]))),
+            f"GPU {gpu} runs at {ratio[gpu]:.0%} of its peers' SM clock ({clock[gpu]:.0f} vs {peer_clock:.0f} MHz) "
+            f"for {streak} samples: it holds the job back", gpu,
+            {"sm_clock_mhz": float(clock[gpu]), "peer_median_mhz": peer_clock, "ratio": round(float(ratio[gpu]), 3),
+             "util_pct": float(np.nan_to_num(util[gpu])), "power_w": float(np.nan_to_num(power[gpu])),
+             "thermal_throttle": thermal}))
+    return out

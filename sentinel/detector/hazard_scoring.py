@@ -1,0 +1,105 @@
+"""The hazard model inside the detector: every ``score_interval_s`` of sample time, each node's window becomes
+one feature row per GPU, all due nodes are scored in one batch, and a GPU whose probability stays at or above
+the threshold for ``consecutive`` scorings becomes a finding (checkpoint, then drain). The IsolationForest's
+anomaly score does the same for alerts. Episodes end when the probability falls below half the threshold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from models import persistence
+from models.features import XID_AGE_CAP_S, gpu_features
+from models.hazard import HazardModel
+from sentinel.config import HazardConfig
+from sentinel.detector.findings import make_finding
+from sentinel.detector.windows import NodeWindow
+from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
+
+
+class HazardScorer:
+    def __init__(self, model: HazardModel, config: HazardConfig, name: str) -> None:
+        self.model = model
+        self.config = config
+        self.name = name
+        self.threshold = config.threshold or model.threshold
+        self.last_scored: dict[str, float] = {}
+        self.streak: dict[tuple[str, str, int], int] = {}  # (kind, node, gpu) -> scorings in a row above
+        self.open: set[tuple[str, str, int]] = set()
+        self.rows_scored = 0
+
+    def due(self, node: str, window: NodeWindow) -> bool:
+        return (window.count >= max(2, window.size // 2)
+                and window.last_ts - self.last_scored.get(node, -np.inf) >= self.config.score_interval_s)
+
+    def score(self, windows: dict[str, NodeWindow], nodes: list[str], now: float) -> list[Finding]:
+        """Score the due ``nodes`` in one batch; return the findings of episodes that start now."""
+        due = [n for n in dict.fromkeys(nodes) if self.due(n, windows[n])]
+        if not due:
+            return []
+        blocks: list[np.ndarray] = []
+        where: list[tuple[str, int]] = []
+        for node in due:
+            window = windows[node]
+            self.last_scored[node] = window.last_ts
+            feats = gpu_features(window.series(), window.xid_age_s(window.last_ts, XID_AGE_CAP_S))
+            alive = [g for g in range(feats.shape[0]) if g not in window.lost and not np.isnan(feats[g, 0])]
+            blocks.append(feats[alive])
+            where.extend((node, g) for g in alive)
+        x = np.vstack(blocks) if blocks else np.zeros((0, len(self.model.features)))
+        self.rows_scored += len(x)
+        p = self.model.probability(x)
+        anomaly = self.model.anomaly_score(x) if self.config.anomalies else np.zeros(len(x))
+        out: list[Finding] = []
+        for i, (node, gpu) in enumerate(where):
+            ts = windows[node].last_ts
+            if self._episode("hazard", node, gpu, p[i] >= self.threshold, p[i] < self.threshold / 2):
+                out.append(self._hazard(node, gpu, ts, now, float(p[i]), x[i]))
+            if self.config.anomalies and self._episode("anomaly", node, gpu, anomaly[i] >= self.model.anomaly_threshold,
+                                                       anomaly[i] < self.model.anomaly_threshold):
+                out.append(self._anomaly(node, gpu, ts, now, float(anomaly[i]), x[i]))
+        return out
+
+    def _episode(self, kind: str, node: str, gpu: int, above: bool, clear: bool) -> bool:
+        key = (kind, node, gpu)
+        if not above:
+            self.streak.pop(key, None)
+            if clear:
+                self.open.discard(key)
+            return False
+        self.streak[key] = self.streak.get(key, 0) + 1
+        if self.streak[key] < self.config.consecutive or key in self.open:
+            return False
+        self.open.add(key)
+        return True
+
+    def _evidence(self, row: np.ndarray) -> dict[str, EvidenceValue]:
+        evidence: dict[str, EvidenceValue] = {"model": self.name}
+        evidence.update({f"feature.{k}": v for k, v in self.model.unusual(row).items()})
+        return evidence
+
+    def _hazard(self, node: str, gpu: int, ts: float, now: float, p: float, row: np.ndarray) -> Finding:
+        hours = self.model.horizon_s / 3600.0
+        evidence = self._evidence(row) | {"probability": round(p, 4), "threshold": round(self.threshold, 4),
+                                          "horizon_s": self.model.horizon_s}
+        return make_finding("hazard-model", FindingClass.PREDICTED_FAILURE, node, now, ts, Severity.CRITICAL,
+                            Recommendation.CHECKPOINT_DRAIN, min(max(p, 0.0), 1.0),
+                            f"GPU {gpu}: P(failure within {hours:g} h) = {p:.2f} (threshold {self.threshold:.2f})",
+                            gpu, evidence)
+
+    def _anomaly(self, node: str, gpu: int, ts: float, now: float, score: float, row: np.ndarray) -> Finding:
+        evidence = self._evidence(row) | {"anomaly_score": round(score, 4),
+                                          "threshold": round(self.model.anomaly_threshold, 4)}
+        return make_finding("isolation-forest", FindingClass.ANOMALY, node, now, ts, Severity.WARNING,
+                            Recommendation.ALERT, 0.5, f"GPU {gpu}: telemetry unlike any healthy GPU in training "
+                            f"(score {score:.3f})", gpu, evidence)
+
+
+def load_scorer(config: HazardConfig) -> HazardScorer | None:
+    """The configured model ready to score, or None when ``model`` is empty (rules only)."""
+    if not config.model:
+        return None
+    directory = persistence.resolve(config.model, Path(config.models_dir))
+    return HazardScorer(persistence.load(directory), config, directory.name)

@@ -1,0 +1,125 @@
+"""Window features judged on literal arrays, and the detector's window producing the same arrays."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from models.features import FEATURES, counter_increase, gpu_features, rate_per_h, slope_per_min
+from sentinel.detector.windows import NodeWindow
+from sentinel.events import GpuReading, GpuState, NicReading, NvLinkReading, TelemetrySample
+
+NAN = math.nan
+
+
+def col(name: str) -> int:
+    return FEATURES.index(name)
+
+
+def test_counter_increase_counts_a_reset_and_a_gap_as_no_increase() -> None:
+    values = np.array([10.0, 12.0, 3.0, NAN, 7.0, 9.0])
+    assert counter_increase(values).tolist() == [2.0, 0.0, 0.0, 0.0, 2.0]
+
+
+def test_rate_per_hour_over_the_window_and_over_its_last_steps() -> None:
+    ts = np.array([0.0, 10.0, 20.0, 30.0])
+    values = np.array([0.0, 0.0, 1.0, 3.0])
+    assert rate_per_h(values, ts) == pytest.approx(3 * 3600 / 30)
+    assert rate_per_h(values, ts, last=1) == pytest.approx(2 * 3600 / 10)
+
+
+def test_slope_is_per_minute_and_skips_missing_readings() -> None:
+    ts = np.array([0.0, 30.0, 60.0, 90.0])
+    temps = np.array([[50.0, 70.0], [51.0, NAN], [52.0, 70.0], [53.0, 70.0]])
+    assert slope_per_min(temps, ts).tolist() == pytest.approx([2.0, 0.0])
+
+
+def test_slope_of_a_single_reading_is_zero() -> None:
+    assert slope_per_min(np.array([[NAN], [40.0]]), np.array([0.0, 10.0])).tolist() == [0.0]
+
+
+def _series() -> dict[str, np.ndarray]:
+    ts = np.array([0.0, 60.0, 120.0, 180.0])
+    two = np.ones((4, 3))
+    return {
+        "ts": ts,
+        "temp_c": np.array([[60.0, 61.0, 70.0], [60.0, 61.0, 75.0], [60.0, 61.0, 80.0], [60.0, 61.0, 85.0]]),
+        "power_w": two * [600.0, 610.0, 400.0],
+        "sm_clock_mhz": two * [1980.0, 1980.0, 990.0],
+        "util_pct": two * 95.0,
+        "ecc_sbe": np.array([[0.0, 5.0, 0.0], [0.0, 5.0, 2.0], [0.0, 5.0, 4.0], [0.0, 5.0, 10.0]]),
+        "pcie_replay": two * 0.0,
+        "nvlink_crc": np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 6.0, 0.0]]),
+        "remap_pending": two * [0.0, 0.0, 1.0],
+        "throttle": np.array([[0, 0, 0], [0, 0, 0x40], [0, 0, 0x40], [0, 0, 0x40]]),
+        "ib_symbol_error": np.array([0.0, 10.0, 20.0, 30.0]),
+        "ib_link_error_recovery": np.array([0.0, 0.0, 0.0, 0.0]),
+        "ib_link_downed": np.zeros(4),
+    }
+
+
+def test_gpu_features_of_a_literal_window() -> None:
+    x = gpu_features(_series(), np.array([86_400.0, 86_400.0, 300.0]))
+    assert x.shape == (3, len(FEATURES))
+    assert x[:, col("temp_c")].tolist() == [60.0, 61.0, 85.0]
+    assert x[2, col("temp_slope_c_per_min")] == pytest.approx(5.0)
+    assert x[:, col("temp_dev_c")].tolist() == [-1.0, 0.0, 24.0]  # against the median of the node's GPUs
+    assert x[:, col("power_dev_w")].tolist() == [0.0, 10.0, -200.0]
+    assert x[:, col("clock_ratio")].tolist() == [1.0, 1.0, 0.5]
+    assert x[:, col("ecc_sbe_per_h")].tolist() == pytest.approx([0.0, 0.0, 10 * 3600 / 180])
+    assert x[2, col("ecc_sbe_recent_per_h")] == pytest.approx(6 * 3600 / 60)  # last quarter: one step
+    assert x[:, col("remap_pending")].tolist() == [0.0, 0.0, 1.0]
+    assert x[1, col("nvlink_crc_recent_per_h")] == pytest.approx(6 * 3600 / 60)
+    assert x[:, col("thermal_throttle_share")].tolist() == [0.0, 0.0, 0.75]
+    assert x[:, col("ib_symbol_error_per_h")].tolist() == pytest.approx([600.0] * 3)  # the node's, on every GPU
+    assert x[:, col("xid_precursor_age_s")].tolist() == [86_400.0, 86_400.0, 300.0]
+
+
+def test_fleet_shaped_input_gives_the_same_rows_as_one_node_at_a_time() -> None:
+    one = _series()
+    fleet = {k: (np.stack([v, v * 2], axis=1) if k != "ts" else v) for k, v in one.items()}
+    x = gpu_features(fleet, np.full((2, 3), 86_400.0))
+    assert x.shape == (2, 3, len(FEATURES))
+    np.testing.assert_allclose(x[0], gpu_features(one, np.full(3, 86_400.0)))
+
+
+def test_a_lost_gpu_gives_nan_levels_and_its_peers_stay_finite() -> None:
+    s = _series()
+    for name in ("temp_c", "power_w", "sm_clock_mhz", "util_pct", "ecc_sbe", "nvlink_crc"):
+        s[name][:, 2] = NAN
+    x = gpu_features(s, np.full(3, 86_400.0))
+    assert math.isnan(x[2, col("temp_c")])
+    assert np.isfinite(x[:2]).all()
+
+
+def _reading(i: int, temp: float, sbe: int, crc: int | None = None) -> GpuReading:
+    links = [NvLinkReading(link=0, crc_errors=crc)] if crc is not None else []
+    return GpuReading(index=i, temp_c=temp, power_w=500.0, sm_clock_mhz=1980.0, util_gpu_pct=90.0,
+                      ecc_sbe_volatile=sbe, pcie_replay=0, row_remap_pending=False, nvlinks=links)
+
+
+def test_the_window_series_feeds_the_features_in_time_order() -> None:
+    window = NodeWindow(3, gpus=2)
+    nic = {"symbol_error": 0, "link_error_recovery": 0, "link_downed": 0}
+    for k in range(5):
+        ib = NicReading(name="mlx5_0/1", link_layer="InfiniBand", counters={**nic, "symbol_error": 10 * k})
+        window.push(TelemetrySample(node="n1", ts=60.0 * k, gpus=[_reading(0, 50.0 + k, 2 * k, crc=k),
+                                                                   GpuReading(index=1, state=GpuState.LOST)],
+                                    nics=[ib]))
+    series = window.series()
+    assert series["ts"].tolist() == [120.0, 180.0, 240.0]
+    assert series["temp_c"][:, 0].tolist() == [52.0, 53.0, 54.0]
+    assert np.isnan(series["temp_c"][:, 1]).all()
+    assert series["nvlink_crc"][:, 0].tolist() == [2.0, 3.0, 4.0]
+    x = gpu_features(series, window.xid_age_s(240.0, 86_400.0))
+    assert x[0, col("ecc_sbe_per_h")] == pytest.approx(4 * 3600 / 120)
+    assert x[0, col("ib_symbol_error_per_h")] == pytest.approx(20 * 3600 / 120)
+
+
+def test_xid_age_counts_only_precursor_xids() -> None:
+    window = NodeWindow(3, gpus=2)
+    window.note_xid(0, 13, 100.0)  # an application error: not a sign of wear
+    window.note_xid(1, 63, 100.0)
+    assert window.xid_age_s(400.0, 86_400.0).tolist() == [86_400.0, 300.0]
