@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole scenario)")
     detect.add_argument("--max-fraction", type=float, default=0.1,
                         help="circuit breaker: share of the fleet drained per hour (default 0.1, the product default)")
+    detect.add_argument("--event-windows", action="store_true",
+                        help="feed nodes with a ground-truth event only around it (2 h before its precursor to 5 min "
+                             "after failure): for fleets of thousands of nodes over weeks")
     detect.add_argument("--model", metavar="DIR",
                         help="hazard model directory; `none` for rules only (default: the model trained on the "
                              "shipped `train` scenario, trained on first use and cached)")

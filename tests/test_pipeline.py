@@ -242,3 +242,15 @@ def test_the_same_xid_from_kernel_log_and_nvml_yields_one_finding(repo: Reposito
     rig.xid("gpu-node-001", 79)  # minutes later: a new event, a new finding
     rig.tick()
     assert len(repo.table("findings")) == 2
+
+
+def test_a_burst_of_benign_xid13_over_half_an_hour_never_reaches_a_drain_decision(repo: Repository) -> None:
+    rig = make_rig(repo)
+    for _ in range(180):
+        for gpu in range(4):
+            rig.xid("gpu-node-001", 13, gpu=gpu)
+            rig.xid("gpu-node-001", 43, gpu=gpu)
+        rig.tick()
+    assert len(repo.table("findings")) >= 30  # recorded (deduplicated per minute), never acted on
+    assert rig.executed() == [] and repo.incidents() == []
+    assert rig.scheduler.drain_reason("gpu-node-001") is None

@@ -81,7 +81,8 @@ def cmd_bench_detect(args: argparse.Namespace) -> int:
             print(f"\rscoring {args.scenario}: {fraction:4.0%}", end="", file=sys.stderr, flush=True)
 
     model = "" if args.model == "none" else args.model
-    result = run_detect(args.scenario, args.healthy_sample, progress, args.max_steps, args.max_fraction, model)
+    result = run_detect(args.scenario, args.healthy_sample, progress, args.max_steps, args.max_fraction, model,
+                        args.event_windows)
     if not args.json and sys.stderr.isatty():
         print(file=sys.stderr)
     print(json.dumps(result, indent=2) if args.json else render_detect(result))
