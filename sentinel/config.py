@@ -172,6 +172,23 @@ class ActuatorConfig(_Section, frozen=True):
     kind: str = "dryrun"
 
 
+class SecurityConfig(_Section, frozen=True):
+    """Command signing between the controller and the actuator (docs/security.md).
+
+    ``key_file`` holds the HMAC-SHA256 key (mode 0600). The separate services (`sentinel controller`) refuse to
+    start without it; ``sentinel run`` and ``sentinel demo`` use a random per-process key when it is empty.
+    """
+
+    key_file: str = ""
+    previous_key_files: list[str] = msgspec.field(default_factory=list)  # still accepted during a key rotation
+    max_command_ttl_s: float = 3600.0  # commands expiring further ahead are refused; bounds the nonce records
+
+    def __post_init__(self) -> None:
+        _positive("max_command_ttl_s", self.max_command_ttl_s)
+        require(not self.previous_key_files or bool(self.key_file), "previous_key_files",
+                "needs key_file (the current key) as well", self.previous_key_files)
+
+
 class StoreConfig(_Section, frozen=True):
     url: str = "sqlite:///sentinel.db"
 
@@ -196,6 +213,7 @@ class Config(_Section, frozen=True):
     detector: DetectorConfig = msgspec.field(default_factory=DetectorConfig)
     policy: PolicyConfig = msgspec.field(default_factory=PolicyConfig)
     actuator: ActuatorConfig = msgspec.field(default_factory=ActuatorConfig)
+    security: SecurityConfig = msgspec.field(default_factory=SecurityConfig)
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
 

@@ -11,6 +11,7 @@ import logging
 import msgspec
 
 from sentinel import codec
+from sentinel.actuator.signing import CommandSigner, process_key
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
 from sentinel.errors import CodecError
@@ -49,8 +50,12 @@ class Controller:
         metrics: Metrics,
         clock: Clock,
         group: str = "sentinel-controller",
+        signer: CommandSigner | None = None,
     ) -> None:
+        """``signer`` defaults to this process's ephemeral key (the one-process pipeline); the separate services
+        pass one built from ``security.key_file``."""
         self.transport = transport
+        self.signer = signer or CommandSigner(process_key())
         self.repo = repo
         self.policy = policy
         self.config = config
@@ -137,7 +142,7 @@ class Controller:
             drain_reason=reason,
         )
         self.repo.add_command(command)
-        self.transport.publish(COMMANDS, command.node, codec.encode(command))
+        self.transport.publish(COMMANDS, command.node, codec.encode(self.signer.seal(command)))
         self.metrics.messages_published.labels(COMMANDS).inc()
 
     def on_result(self, result: ActionResult, now: float) -> None:

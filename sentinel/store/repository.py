@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from sentinel.events import (
     ActionResult,
@@ -210,3 +210,13 @@ class Repository(Queries):
         }
         with self.engine.begin() as conn:
             upsert(conn, s.breaker_state, row, keys=["id"], update_cols=["is_open", "reason", "changed_ts", "recent"])
+
+    def remember_nonce(self, nonce: str, expires_ts: float, now: float) -> bool:
+        """Record a signed command's nonce until it expires; False if it was recorded before (a replay).
+
+        Expired nonces are dropped here: a replay of one fails the expiry check before it reaches this table.
+        """
+        with self.engine.begin() as conn:
+            conn.execute(delete(s.command_nonces).where(s.command_nonces.c.expires_ts < now))
+            return insert_ignore(conn, s.command_nonces, [{"nonce": nonce, "expires_ts": expires_ts,
+                                                            "seen_ts": now}]) > 0
