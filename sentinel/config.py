@@ -168,8 +168,33 @@ class PolicyConfig(_Section, frozen=True):
         _positive("command_ttl_s", self.command_ttl_s)
 
 
+class KubernetesConfig(_Section, frozen=True):
+    """``actuator.kind = "kubernetes"`` (docs/actuation-kubernetes.md)."""
+
+    kubeconfig: str = ""  # empty: $KUBECONFIG, else ~/.kube/config
+    context: str = ""  # empty: the kubeconfig's current context
+    in_cluster: bool = False  # use the pod's service account instead of a kubeconfig
+    request_timeout_s: float = 10.0
+    taint_key: str = "sentinel.dev/failing"
+    checkpoint_timeout_s: float = 120.0  # how long to wait for a pod's checkpoint acknowledgement
+    checkpoint_poll_s: float = 2.0
+    eviction_retries: int = 5  # retries while a PodDisruptionBudget blocks an eviction (HTTP 429)
+    eviction_backoff_s: float = 2.0  # first wait between retries; doubles, at most 60 s
+
+    def __post_init__(self) -> None:
+        for name in ("request_timeout_s", "checkpoint_poll_s"):
+            _positive(name, getattr(self, name))
+        for name in ("checkpoint_timeout_s", "eviction_backoff_s"):
+            value = getattr(self, name)
+            require(math.isfinite(value) and value >= 0, name, "must be a finite number >= 0", value)
+        require(0 <= self.eviction_retries <= 100, "eviction_retries", "must be in [0, 100]", self.eviction_retries)
+        require(re.match(r"^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\Z", self.taint_key)
+                is not None, "taint_key", "must be a Kubernetes label key like sentinel.dev/failing", self.taint_key)
+
+
 class ActuatorConfig(_Section, frozen=True):
     kind: str = "dryrun"
+    kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
 
 
 class SecurityConfig(_Section, frozen=True):

@@ -22,7 +22,7 @@ from collectors.spool import Spool
 from sentinel.actuator import Actuator
 from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
-from sentinel.actuator.steps import DryRunActuator
+from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.clock import Clock, SystemClock
 from sentinel.config import Config
 from sentinel.controller import Controller
@@ -46,7 +46,15 @@ TRANSPORTS: dict[str, Callable[[Config], Transport]] = {
 }
 ACTUATORS: dict[str, Callable[[Config, Clock], Actuator]] = {
     "dryrun": lambda config, clock: DryRunActuator(clock),
+    "kubernetes": lambda config, clock: _kubernetes(config, clock),
 }
+
+
+def _kubernetes(config: Config, clock: Clock) -> Actuator:
+    from sentinel.actuator.kubernetes import KubernetesScheduler, build_api  # the client loads slowly
+
+    k8s = config.actuator.kubernetes
+    return SchedulerActuator(KubernetesScheduler(build_api(k8s), k8s, clock), clock)
 
 
 def _kafka(config: Config) -> Transport:
