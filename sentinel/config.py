@@ -155,17 +155,56 @@ class BreakerConfig(_Section, frozen=True):
         _positive("window_s", self.window_s)
 
 
+def _non_negative(field: str, value: float) -> None:
+    require(math.isfinite(value) and value >= 0, field, "must be a finite number >= 0", value)
+
+
+class HysteresisConfig(_Section, frozen=True):
+    # findings an incident needs before a predicted (not fatal) failure is acted on; below that it only alerts.
+    # The built-in rules already require persistence before they report (thermal: sustain_samples, 3 C band).
+    min_findings: int = 1
+    quiet_s: float = 3600.0  # an incident not acted on and without a new finding this long is resolved
+
+    def __post_init__(self) -> None:
+        require(1 <= self.min_findings <= 1000, "min_findings", "must be in [1, 1000]", self.min_findings)
+        _positive("quiet_s", self.quiet_s)
+
+
+class LemonConfig(_Section, frozen=True):
+    window_s: float = 14 * 86_400.0  # a node with min_incidents incidents opened in this window is a lemon
+    min_incidents: int = 2
+
+    def __post_init__(self) -> None:
+        _positive("window_s", self.window_s)
+        require(self.min_incidents >= 1, "min_incidents", "must be >= 1", self.min_incidents)
+
+
+class CostConfig(_Section, frozen=True):
+    """Skip a job's checkpoint when it buys nothing (needs a scheduler that reports job timing)."""
+
+    skip_if_checkpointed_within_s: float = 600.0
+    skip_if_ends_within_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        _non_negative("skip_if_checkpointed_within_s", self.skip_if_checkpointed_within_s)
+        _non_negative("skip_if_ends_within_s", self.skip_if_ends_within_s)
+
+
 class PolicyConfig(_Section, frozen=True):
     mode: Literal["observe", "act"] = "observe"
     cooldown_s: float = 600.0
     opt_out_nodes: list[str] = msgspec.field(default_factory=list)
     command_ttl_s: float = 300.0
+    min_confidence: float = 0.5  # a predicted failure below this confidence only alerts
     breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
+    hysteresis: HysteresisConfig = msgspec.field(default_factory=HysteresisConfig)
+    lemon: LemonConfig = msgspec.field(default_factory=LemonConfig)
+    cost: CostConfig = msgspec.field(default_factory=CostConfig)
 
     def __post_init__(self) -> None:
-        require(math.isfinite(self.cooldown_s) and self.cooldown_s >= 0, "cooldown_s", "must be a finite number >= 0",
-                 self.cooldown_s)
+        _non_negative("cooldown_s", self.cooldown_s)
         _positive("command_ttl_s", self.command_ttl_s)
+        require(0 <= self.min_confidence <= 1, "min_confidence", "must be in [0, 1]", self.min_confidence)
 
 
 class KubernetesConfig(_Section, frozen=True):

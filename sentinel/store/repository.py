@@ -18,6 +18,7 @@ from sentinel.events import (
     Decision,
     Finding,
     Incident,
+    IncidentStatus,
     TelemetrySample,
 )
 from sentinel.store import schema as s
@@ -183,6 +184,19 @@ class Repository(Queries):
                 conn.execute(
                     update(s.commands).where(s.commands.c.id == rows[0]["command_id"]).values(status=command_status)
                 )
+
+    def resolve_quiet_incidents(self, quiet_since_ts: float, now: float) -> int:
+        """Resolve open incidents (not acted on) without a finding since ``quiet_since_ts``; return how many.
+
+        Mitigated incidents stay: their node is held drained until an operator resumes it.
+        """
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(s.incidents)
+                .where(s.incidents.c.status == IncidentStatus.OPEN.value, s.incidents.c.updated_ts < quiet_since_ts)
+                .values(status=IncidentStatus.RESOLVED.value, updated_ts=now)
+            )
+        return int(result.rowcount or 0)
 
     def set_node_drained(self, node: str, incident_id: str | None) -> None:
         with self.engine.begin() as conn:
