@@ -54,7 +54,7 @@ def _kubernetes(config: Config, clock: Clock) -> Actuator:
     from sentinel.actuator.kubernetes import KubernetesScheduler, build_api  # the client loads slowly
 
     k8s = config.actuator.kubernetes
-    return SchedulerActuator(KubernetesScheduler(build_api(k8s), k8s, clock), clock)
+    return SchedulerActuator(KubernetesScheduler(build_api(k8s), k8s, clock), clock, cost=config.policy.cost)
 
 
 def _kafka(config: Config) -> Transport:

@@ -20,7 +20,7 @@ from sentinel.events import ActionKind, Command, LogEvent, LogKind, StepStatus, 
 from sentinel.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import LOGS, TELEMETRY
-from tests.kmock_cluster import Cluster, running
+from tests.kmock_cluster import PODS, Cluster, running
 
 REASON = "sentinel: inc-gpu-1-100 Xid 79: GPU fell off the bus"
 
@@ -228,3 +228,29 @@ def test_the_pipeline_configured_for_kubernetes_cordons_a_node_after_xid_79(clus
     assert cluster.evictions == ["train/trainer-gpu-3"]
     assert all("unschedulable" not in cluster.node(n)["spec"] for n in nodes if n != "gpu-3")
     assert {(r["step"], r["status"]) for r in repo.table("action_results")} >= {("drain", "ok"), ("verify", "ok")}
+
+
+def test_checkpoints_that_buy_nothing_are_skipped_and_counted(cluster: Cluster) -> None:
+    """Cost awareness: a job that saved a minute ago, or ends in two minutes, is moved without a checkpoint."""
+    clock = ManualClock()
+    now = clock.now()
+    cluster.add_node("gpu-1")
+    cluster.add_pod("fresh", "gpu-1", annotations={"sentinel.dev/last-checkpoint-ts": f"{now - 60:.0f}"})
+    cluster.add_pod("ending", "gpu-1", annotations={"sentinel.dev/ends-ts": f"{now + 120:.0f}"})
+    cluster.add_pod("stale", "gpu-1", annotations={"sentinel.dev/last-checkpoint-ts": f"{now - 7200:.0f}"})
+    cluster.acking.add("train/stale")
+    metrics = Metrics()
+    actuator = SchedulerActuator(scheduler(cluster, clock), clock, cost=from_mapping({}).policy.cost,
+                                 metrics=metrics)
+    checkpoint_command = Command(**{**{f: getattr(command(clock), f) for f in Command.__struct_fields__},
+                                    "action": ActionKind.CHECKPOINT_DRAIN_REQUEUE})
+    [step, *_] = actuator.execute(checkpoint_command)
+    assert step.step.value == "checkpoint" and step.status is StepStatus.OK
+    assert step.job_ids == ["train/stale"]
+    assert "train/fresh not checkpointed: checkpointed 60 s ago" in step.detail
+    assert "train/ending not checkpointed: ends in 120 s" in step.detail
+    fresh_versions = [dict(v) for v in cluster.km.objects[PODS, "train", "fresh"].history if v is not None]
+    assert len(fresh_versions) >= 2  # created, then annotated with the incident at drain time
+    assert all("sentinel.dev/checkpoint-requested" not in v["metadata"].get("annotations", {}) for v in fresh_versions)
+    for reason in ("recent_checkpoint", "ends_soon"):
+        assert metrics.registry.get_sample_value("sentinel_checkpoints_skipped_total", {"reason": reason}) == 1

@@ -35,11 +35,13 @@ _BY_RECOMMENDATION = {
 def propose(finding: Finding, min_confidence: float = 0.0) -> ActionKind:
     """The chain action for ``finding``: fatal faults drain at once; weak predictions only alert."""
     action = _BY_RECOMMENDATION[finding.recommendation]
-    if finding.severity is Severity.FATAL and action is ActionKind.CHECKPOINT_DRAIN_REQUEUE:
-        return ActionKind.DRAIN_REQUEUE
-    if action is ActionKind.CHECKPOINT_DRAIN_REQUEUE and finding.confidence < min_confidence:
+    if not is_disruptive(action):
+        return action
+    if finding.severity is Severity.FATAL:
+        return ActionKind.DRAIN_REQUEUE  # the fault already happened: a checkpoint would hang or be corrupt
+    if finding.confidence < min_confidence:
         return ActionKind.ALERT
-    return action
+    return ActionKind.CHECKPOINT_DRAIN_REQUEUE  # anything short of fatal is a prediction: save the job first
 
 
 def operator_request(finding: Finding) -> ActionKind | None:
