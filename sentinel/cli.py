@@ -16,6 +16,7 @@ from typing import Any
 
 from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
+from sentinel.verbs.actuation import cmd_keygen, cmd_requests
 from sentinel.verbs.bench import (
     cmd_bench_agent,
     cmd_bench_codec,
@@ -120,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     breaker = verb("breaker", "show or reset the circuit breaker", cmd_breaker)
     breaker.add_argument("action", choices=("status", "reset"), nargs="?", default="status")
+    requests = verb("requests", "the operator queue: GPU reset and reboot requests (never executed by Sentinel)",
+                    cmd_requests)
+    requests.add_argument("--limit", type=int, default=200, help="at most this many, newest first (default 200)")
+    keygen = verb("keygen", "write a new command-signing key file (mode 0600) for security.key_file", cmd_keygen)
+    keygen.add_argument("file", metavar="FILE", help="where to write the key; an existing file is never overwritten")
 
     sim = verbs.add_parser("sim", help="simulator scenarios").add_subparsers(dest="sub", required=True)
     sim_plan = sim.add_parser("plan", parents=[common],

@@ -186,21 +186,102 @@ class BreakerConfig(_Section, frozen=True):
         _positive("window_s", self.window_s)
 
 
+def _non_negative(field: str, value: float) -> None:
+    require(math.isfinite(value) and value >= 0, field, "must be a finite number >= 0", value)
+
+
+class HysteresisConfig(_Section, frozen=True):
+    # findings an incident needs before a predicted (not fatal) failure is acted on; below that it only alerts.
+    # The built-in rules already require persistence before they report (thermal: sustain_samples, 3 C band).
+    min_findings: int = 1
+    quiet_s: float = 3600.0  # an incident not acted on and without a new finding this long is resolved
+
+    def __post_init__(self) -> None:
+        require(1 <= self.min_findings <= 1000, "min_findings", "must be in [1, 1000]", self.min_findings)
+        _positive("quiet_s", self.quiet_s)
+
+
+class LemonConfig(_Section, frozen=True):
+    window_s: float = 14 * 86_400.0  # a node with min_incidents incidents opened in this window is a lemon
+    min_incidents: int = 2
+
+    def __post_init__(self) -> None:
+        _positive("window_s", self.window_s)
+        require(self.min_incidents >= 1, "min_incidents", "must be >= 1", self.min_incidents)
+
+
+class CostConfig(_Section, frozen=True):
+    """Skip a job's checkpoint when it buys nothing (needs a scheduler that reports job timing)."""
+
+    skip_if_checkpointed_within_s: float = 600.0
+    skip_if_ends_within_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        _non_negative("skip_if_checkpointed_within_s", self.skip_if_checkpointed_within_s)
+        _non_negative("skip_if_ends_within_s", self.skip_if_ends_within_s)
+
+
 class PolicyConfig(_Section, frozen=True):
     mode: Literal["observe", "act"] = "observe"
     cooldown_s: float = 600.0
     opt_out_nodes: list[str] = msgspec.field(default_factory=list)
     command_ttl_s: float = 300.0
+    min_confidence: float = 0.5  # a predicted failure below this confidence only alerts
     breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
+    hysteresis: HysteresisConfig = msgspec.field(default_factory=HysteresisConfig)
+    lemon: LemonConfig = msgspec.field(default_factory=LemonConfig)
+    cost: CostConfig = msgspec.field(default_factory=CostConfig)
 
     def __post_init__(self) -> None:
-        require(math.isfinite(self.cooldown_s) and self.cooldown_s >= 0, "cooldown_s", "must be a finite number >= 0",
-                 self.cooldown_s)
+        _non_negative("cooldown_s", self.cooldown_s)
         _positive("command_ttl_s", self.command_ttl_s)
+        require(0 <= self.min_confidence <= 1, "min_confidence", "must be in [0, 1]", self.min_confidence)
+
+
+class KubernetesConfig(_Section, frozen=True):
+    """``actuator.kind = "kubernetes"`` (docs/actuation-kubernetes.md)."""
+
+    kubeconfig: str = ""  # empty: $KUBECONFIG, else ~/.kube/config
+    context: str = ""  # empty: the kubeconfig's current context
+    in_cluster: bool = False  # use the pod's service account instead of a kubeconfig
+    request_timeout_s: float = 10.0
+    taint_key: str = "sentinel.dev/failing"
+    checkpoint_timeout_s: float = 120.0  # how long to wait for a pod's checkpoint acknowledgement
+    checkpoint_poll_s: float = 2.0
+    eviction_retries: int = 5  # retries while a PodDisruptionBudget blocks an eviction (HTTP 429)
+    eviction_backoff_s: float = 2.0  # first wait between retries; doubles, at most 60 s
+
+    def __post_init__(self) -> None:
+        for name in ("request_timeout_s", "checkpoint_poll_s"):
+            _positive(name, getattr(self, name))
+        for name in ("checkpoint_timeout_s", "eviction_backoff_s"):
+            value = getattr(self, name)
+            require(math.isfinite(value) and value >= 0, name, "must be a finite number >= 0", value)
+        require(0 <= self.eviction_retries <= 100, "eviction_retries", "must be in [0, 100]", self.eviction_retries)
+        require(re.match(r"^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\Z", self.taint_key)
+                is not None, "taint_key", "must be a Kubernetes label key like sentinel.dev/failing", self.taint_key)
 
 
 class ActuatorConfig(_Section, frozen=True):
     kind: str = "dryrun"
+    kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
+
+
+class SecurityConfig(_Section, frozen=True):
+    """Command signing between the controller and the actuator (docs/security.md).
+
+    ``key_file`` holds the HMAC-SHA256 key (mode 0600). The separate services (`sentinel controller`) refuse to
+    start without it; ``sentinel run`` and ``sentinel demo`` use a random per-process key when it is empty.
+    """
+
+    key_file: str = ""
+    previous_key_files: list[str] = msgspec.field(default_factory=list)  # still accepted during a key rotation
+    max_command_ttl_s: float = 3600.0  # commands expiring further ahead are refused; bounds the nonce records
+
+    def __post_init__(self) -> None:
+        _positive("max_command_ttl_s", self.max_command_ttl_s)
+        require(not self.previous_key_files or bool(self.key_file), "previous_key_files",
+                "needs key_file (the current key) as well", self.previous_key_files)
 
 
 class StoreConfig(_Section, frozen=True):
@@ -227,6 +308,7 @@ class Config(_Section, frozen=True):
     detector: DetectorConfig = msgspec.field(default_factory=DetectorConfig)
     policy: PolicyConfig = msgspec.field(default_factory=PolicyConfig)
     actuator: ActuatorConfig = msgspec.field(default_factory=ActuatorConfig)
+    security: SecurityConfig = msgspec.field(default_factory=SecurityConfig)
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
 

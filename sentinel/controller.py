@@ -11,6 +11,7 @@ import logging
 import msgspec
 
 from sentinel import codec
+from sentinel.actuator.signing import CommandSigner, process_key
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
 from sentinel.errors import CodecError
@@ -37,6 +38,7 @@ from sentinel.transport.deadletter import send_dead_letter
 log = logging.getLogger(__name__)
 
 OWNED_REASON_PREFIX = "sentinel:"
+SWEEP_INTERVAL_S = 60.0
 
 
 class Controller:
@@ -49,8 +51,13 @@ class Controller:
         metrics: Metrics,
         clock: Clock,
         group: str = "sentinel-controller",
+        signer: CommandSigner | None = None,
     ) -> None:
+        """``signer`` defaults to this process's ephemeral key (the one-process pipeline); the separate services
+        pass one built from ``security.key_file``."""
         self.transport = transport
+        self.signer = signer or CommandSigner(process_key())
+        self._last_sweep_ts = float("-inf")
         self.repo = repo
         self.policy = policy
         self.config = config
@@ -59,6 +66,7 @@ class Controller:
         self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
 
     def step(self, max_messages: int = 500, timeout_s: float = 0.0) -> int:
+        self._sweep(self.clock.now())
         messages = self.consumer.poll(max_messages, timeout_s)
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
@@ -67,6 +75,19 @@ class Controller:
             self.consumer.commit()
             self.metrics.open_incidents.set(self.repo.open_incident_count())
         return len(messages)
+
+    def _sweep(self, now: float) -> None:
+        """Hysteresis on the way down: resolve incidents quiet for ``policy.hysteresis.quiet_s`` (at most once a
+        minute), and refresh the lemon gauge."""
+        if now - self._last_sweep_ts < SWEEP_INTERVAL_S:
+            return
+        self._last_sweep_ts = now
+        resolved = self.repo.resolve_quiet_incidents(now - self.config.hysteresis.quiet_s, now)
+        if resolved:
+            log.info("resolved %d incident(s) quiet for %.0f s", resolved, self.config.hysteresis.quiet_s)
+        lemon = self.config.lemon
+        counts = self.repo.incident_counts(now - lemon.window_s)
+        self.metrics.lemon_nodes.set(sum(1 for c in counts.values() if c >= lemon.min_incidents))
 
     def _handle(self, message: Message) -> None:
         now = self.clock.now()
@@ -89,6 +110,9 @@ class Controller:
         incident = self._incident_for(finding, incident, now)
         self.repo.save_incident(incident)
         self.repo.add_finding(finding, incident.id)
+        request = self.policy.operator_request(incident, finding, now)
+        if request is not None and self.repo.add_decision(request):
+            log.warning("operator queue: %s on %s (%s)", request.action, request.node, request.reason)
         decision = self.policy.decide(incident, finding, max(self.repo.node_count(), 1), now)
         if decision is None:
             return None
@@ -137,7 +161,7 @@ class Controller:
             drain_reason=reason,
         )
         self.repo.add_command(command)
-        self.transport.publish(COMMANDS, command.node, codec.encode(command))
+        self.transport.publish(COMMANDS, command.node, codec.encode(self.signer.seal(command)))
         self.metrics.messages_published.labels(COMMANDS).inc()
 
     def on_result(self, result: ActionResult, now: float) -> None:

@@ -21,7 +21,8 @@ from collectors.registry import COLLECTORS
 from collectors.spool import Spool
 from sentinel.actuator import Actuator
 from sentinel.actuator.service import ActuatorService
-from sentinel.actuator.steps import DryRunActuator
+from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
+from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.clock import Clock, SystemClock
 from sentinel.config import Config
 from sentinel.controller import Controller
@@ -46,7 +47,15 @@ TRANSPORTS: dict[str, Callable[[Config], Transport]] = {
 }
 ACTUATORS: dict[str, Callable[[Config, Clock], Actuator]] = {
     "dryrun": lambda config, clock: DryRunActuator(clock),
+    "kubernetes": lambda config, clock: _kubernetes(config, clock),
 }
+
+
+def _kubernetes(config: Config, clock: Clock) -> Actuator:
+    from sentinel.actuator.kubernetes import KubernetesScheduler, build_api  # the client loads slowly
+
+    k8s = config.actuator.kubernetes
+    return SchedulerActuator(KubernetesScheduler(build_api(k8s), k8s, clock), clock, cost=config.policy.cost)
 
 
 def _kafka(config: Config) -> Transport:
@@ -69,6 +78,9 @@ def validate(config: Config) -> None:
     """Checks that need the registries (run by ``sentinel config check`` and at start-up)."""
     plugin(TRANSPORTS, config.transport.kind, "transport.kind")
     plugin(ACTUATORS, config.actuator.kind, "actuator.kind")
+    if config.policy.command_ttl_s > config.security.max_command_ttl_s:
+        raise ConfigError(f"policy.command_ttl_s: {config.policy.command_ttl_s:g} s exceeds "
+                          f"security.max_command_ttl_s ({config.security.max_command_ttl_s:g} s)")
     for name in config.agent.collectors:
         plugin(COLLECTORS, name, "agent.collectors")
     slots = {*config.agent.collectors, "nvml-events"}
@@ -85,6 +97,22 @@ def open_repository(config: Config, migrate: bool) -> Repository:
     else:
         store_engine.require_current(engine)
     return Repository(engine)
+
+
+def command_signing(config: Config, clock: Clock, repo: Repository,
+                    require_key_file: bool) -> tuple[CommandSigner, CommandVerifier]:
+    """The signer (controller side) and verifier (actuator side) of commands; nonces are kept in the store.
+
+    Without ``security.key_file`` both use this process's random key, which is only sound when controller and
+    actuator share the process: the separate services pass ``require_key_file=True``.
+    """
+    security = config.security
+    if require_key_file and not security.key_file:
+        raise ConfigError("security.key_file: required when the controller and actuator talk over Kafka; create "
+                          "one with `sentinel keygen FILE` (mode 0600) and set it in the config (docs/security.md)")
+    key = key_for(security.key_file)
+    keys = verification_keys(security.key_file, security.previous_key_files) if security.key_file else [key]
+    return CommandSigner(key), CommandVerifier(keys, repo, clock, security.max_command_ttl_s)
 
 
 @dataclass
@@ -123,14 +151,15 @@ def build_pipeline(
         actuator = plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock)
     breaker = Breaker(repo, config.policy.breaker, metrics)
     policy = PolicyEngine(repo, config.policy, breaker, metrics)
+    signer, verifier = command_signing(config, clock, repo, require_key_file=False)
     return Pipeline(
         transport=transport,
         repo=repo,
         metrics=metrics,
         detector=Detector(transport, repo, config.detector, metrics, clock,
                           hazard=load_scorer(config.detector.hazard)),
-        controller=Controller(transport, repo, policy, config.policy, metrics, clock),
-        actuator=ActuatorService(transport, actuator, metrics, clock),
+        controller=Controller(transport, repo, policy, config.policy, metrics, clock, signer=signer),
+        actuator=ActuatorService(transport, actuator, metrics, clock, verifier=verifier),
     )
 
 
@@ -221,13 +250,14 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     """Findings -> policy -> commands, and the actuator (one active: the commands topic has one partition)."""
     metrics = metrics if metrics is not None else Metrics()
     clock = SystemClock()
-    transport = _service_transport(config)
     repo = open_repository(config, migrate=False)
+    signer, verifier = command_signing(config, clock, repo, require_key_file=True)  # before touching Kafka
+    transport = _service_transport(config)
     if actuator is None:
         actuator = plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock)
     policy = PolicyEngine(repo, config.policy, Breaker(repo, config.policy.breaker, metrics), metrics)
-    controller = Controller(transport, repo, policy, config.policy, metrics, clock)
-    actuator_service = ActuatorService(transport, actuator, metrics, clock)
+    controller = Controller(transport, repo, policy, config.policy, metrics, clock, signer=signer)
+    actuator_service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier)
     serve_metrics(config.metrics.listen, metrics)
     try:
         while not stop.is_set():

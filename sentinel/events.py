@@ -84,6 +84,9 @@ class ActionKind(StrEnum):
     ALERT = "alert"
     CHECKPOINT_DRAIN_REQUEUE = "checkpoint_drain_requeue"
     DRAIN_REQUEUE = "drain_requeue"
+    # Operator queue: recorded for a person to carry out, never executed by Sentinel.
+    REQUEST_GPU_RESET = "request_gpu_reset"
+    REQUEST_REBOOT = "request_reboot"
 
 
 class Mode(StrEnum):
@@ -276,6 +279,20 @@ class Command(Record, tag="command", frozen=True):
     drain_reason: Text
 
 
+class SignedCommand(Record, tag="signed_command", frozen=True):
+    """A Command as it travels from the controller to the actuator: its exact encoding, sealed.
+
+    ``signature`` is HMAC-SHA256 over the key id, nonce, expiry and ``payload`` (see
+    ``sentinel.actuator.signing``); the Command type itself stays unchanged inside ``payload``.
+    """
+
+    key_id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}\Z")]
+    nonce: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}\Z")]
+    expires_ts: Timestamp
+    payload: Annotated[bytes, msgspec.Meta(max_length=65536)]  # the codec encoding of one Command
+    signature: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
+
+
 class ActionResult(Record, tag="result", frozen=True):
     """One step of a command as the scheduler carried it out (or would have, in dry-run)."""
 
@@ -302,4 +319,6 @@ class DeadLetter(Record, tag="dead_letter", frozen=True):
     payload: bytes = b""
 
 
-WireRecord = TelemetrySample | LogEvent | Finding | Incident | Decision | Command | ActionResult | DeadLetter
+WireRecord = (
+    TelemetrySample | LogEvent | Finding | Incident | Decision | Command | SignedCommand | ActionResult | DeadLetter
+)

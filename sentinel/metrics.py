@@ -41,6 +41,20 @@ class Metrics:
         self.action_steps = Counter(
             "sentinel_action_steps_total", "Actuator steps by step and status.", ["step", "status"], registry=r
         )
+        self.commands_rejected = Counter(
+            "sentinel_commands_rejected_total",
+            "Commands the actuator refused and did not act on (unsigned, tampered, expired, replayed, ...).",
+            ["reason"], registry=r,
+        )
+        self.lemon_nodes = Gauge(
+            "sentinel_lemon_nodes", "Nodes with policy.lemon.min_incidents incidents inside policy.lemon.window_s.",
+            registry=r,
+        )
+        self.checkpoints_skipped = Counter(
+            "sentinel_checkpoints_skipped_total",
+            "Job checkpoints the actuator skipped as not worth it (recent checkpoint, job ends soon).",
+            ["reason"], registry=r,
+        )
         self.open_incidents = Gauge("sentinel_open_incidents", "Incidents not yet resolved.", registry=r)
         self.breaker_open = Gauge("sentinel_breaker_open", "1 while the circuit breaker is open.", registry=r)
         self.collector_errors = Counter(

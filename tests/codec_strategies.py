@@ -32,6 +32,7 @@ from sentinel.events import (
     NvLinkReading,
     Recommendation,
     Severity,
+    SignedCommand,
     Step,
     StepStatus,
     TelemetrySample,
@@ -39,7 +40,8 @@ from sentinel.events import (
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-WIRE_TYPES = (TelemetrySample, LogEvent, Finding, Incident, Decision, Command, ActionResult, DeadLetter)
+WIRE_TYPES = (TelemetrySample, LogEvent, Finding, Incident, Decision, Command, SignedCommand, ActionResult,
+              DeadLetter)
 TAGS = {"telemetry", "log", "finding", "incident", "decision", "command", "result", "dead_letter"}
 
 # ----- strategies for valid records --------------------------------------------------------------------------
@@ -201,6 +203,14 @@ commands = st.builds(
     expires_ts=timestamps,
     drain_reason=texts,
 )
+signed_commands = st.builds(
+    SignedCommand,
+    key_id=st.text("0123456789abcdef", min_size=16, max_size=16),
+    nonce=st.text("0123456789abcdef", min_size=32, max_size=32),
+    expires_ts=timestamps,
+    payload=st.binary(max_size=256),
+    signature=st.text("0123456789abcdef", min_size=64, max_size=64),
+)
 results = st.builds(
     ActionResult,
     id=record_ids,
@@ -223,7 +233,8 @@ dead_letters = st.builds(
     key=opt(st.text(max_size=30)),
     payload=st.binary(max_size=64),
 )
-records = st.one_of(samples, log_events, findings, incidents, decisions, commands, results, dead_letters)
+records = st.one_of(samples, log_events, findings, incidents, decisions, commands, signed_commands, results,
+                    dead_letters)
 
 # ----- strategies for invalid input -------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from sentinel.events import (
     Mode,
     Recommendation,
     Severity,
+    SignedCommand,
     Step,
     StepStatus,
     TelemetrySample,
@@ -221,6 +222,8 @@ def test_a_record_of_another_schema_version_is_rejected_naming_the_version(kind:
             expires_ts=2.0,
             drain_reason="sentinel: x",
         ),
+        SignedCommand: SignedCommand(key_id="0" * 16, nonce="1" * 32, expires_ts=2.0, payload=b"{}",
+                                     signature="2" * 64),
         ActionResult: ActionResult(
             id="a", command_id="c", incident_id="i", node="n1", ts=1.0, step=Step.DRAIN, status=StepStatus.OK
         ),

@@ -126,7 +126,8 @@ def test_observe_mode_records_the_decision_and_touches_nothing(repo: Repository)
     rig = make_rig(repo, policy={"mode": "observe"})
     rig.xid("gpu-node-001", 79)
     rig.tick()
-    [decision] = repo.table("decisions")
+    [decision, request] = sorted(repo.table("decisions"), key=lambda d: d["action"])
+    assert request["action"] == "request_reboot" and request["mode"] == "observe"  # the operator queue
     assert decision["mode"] == "observe" and decision["blocked_by"] == ["observe_only"]
     assert repo.table("commands") == []
     assert rig.scheduler.drain_reason("gpu-node-001") is None
@@ -138,7 +139,7 @@ def test_opted_out_node_is_not_drained(repo: Repository) -> None:
     rig.xid("gpu-node-006", 48)
     rig.tick()
     assert rig.scheduler.drain_reason("gpu-node-006") is None
-    assert repo.table("decisions")[0]["blocked_by"] == ["opt_out"]
+    assert [d["blocked_by"] for d in repo.table("decisions") if d["action"] == "drain_requeue"] == [["opt_out"]]
 
 
 def test_breaker_opens_at_the_fleet_fraction_and_stays_open(repo: Repository) -> None:
@@ -169,7 +170,8 @@ def test_a_redelivered_finding_produces_no_second_decision_or_command(repo: Repo
     for message in consumer.poll(100):
         rig.pipeline.transport.publish("sentinel.findings", message.key, message.value)
     rig.pipeline.pump()
-    assert len(repo.table("decisions")) == 1 and len(repo.table("commands")) == 1
+    assert sorted(d["action"] for d in repo.table("decisions")) == ["drain_requeue", "request_reboot"]
+    assert len(repo.table("commands")) == 1
     assert [f["id"] for f in repo.table("findings")] == [finding["id"]]
 
 

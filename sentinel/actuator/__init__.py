@@ -6,9 +6,26 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from sentinel.events import ActionResult, Command
+
+
+@dataclass(frozen=True)
+class JobTiming:
+    """What a scheduler knows about a job's progress, in epoch seconds; None where it does not know."""
+
+    last_checkpoint_ts: float | None
+    end_ts: float | None  # when the job is expected to end (its time limit, or what it announced)
+
+
+@runtime_checkable
+class JobTimingSource(Protocol):
+    """Optional for a Scheduler: with it the actuator skips a checkpoint that would buy nothing (the job saved
+    moments ago, or ends soon anyway). Schedulers without it always checkpoint."""
+
+    def job_timing(self, job_id: str) -> JobTiming | None: ...
 
 
 class Scheduler(Protocol):

@@ -8,18 +8,24 @@ from __future__ import annotations
 
 import logging
 
-from sentinel.actuator import Scheduler
+from sentinel.actuator import JobTimingSource, Scheduler
 from sentinel.clock import Clock
+from sentinel.config import CostConfig
 from sentinel.errors import SentinelError
 from sentinel.events import ActionKind, ActionResult, Command, Step, StepStatus
+from sentinel.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 
 class SchedulerActuator:
-    def __init__(self, scheduler: Scheduler, clock: Clock) -> None:
+    def __init__(self, scheduler: Scheduler, clock: Clock, cost: CostConfig | None = None,
+                 metrics: Metrics | None = None) -> None:
+        """``cost`` skips checkpoints that buy nothing, when the scheduler reports job timing (JobTimingSource)."""
         self.scheduler = scheduler
         self.clock = clock
+        self.cost = cost
+        self.metrics = metrics
 
     def execute(self, command: Command) -> list[ActionResult]:
         results: list[ActionResult] = []
@@ -33,12 +39,16 @@ class SchedulerActuator:
         try:
             jobs = self.scheduler.jobs_on(command.node)
             if command.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE:
-                acked = [j for j in jobs if self.scheduler.checkpoint(j)]
-                missing = sorted(set(jobs) - set(acked))
+                skipped = {j: why for j in jobs if (why := self._not_worth_it(j))}
+                wanted = [j for j in jobs if j not in skipped]
+                acked = [j for j in wanted if self.scheduler.checkpoint(j)]
+                missing = sorted(set(wanted) - set(acked))
                 status = StepStatus.OK if not missing else StepStatus.FAILED
-                detail = f"{len(acked)}/{len(jobs)} job(s) checkpointed" + (
+                if jobs and len(skipped) == len(jobs):
+                    status = StepStatus.SKIPPED
+                detail = f"{len(acked)}/{len(wanted)} job(s) checkpointed" + (
                     f"; no ack from {missing}" if missing else ""
-                )
+                ) + "".join(f"; {j} not checkpointed: {why}" for j, why in sorted(skipped.items()))
                 record(Step.CHECKPOINT, status, detail, acked)
             current = self.scheduler.drain_reason(command.node)
             if current == command.drain_reason:
@@ -66,6 +76,24 @@ class SchedulerActuator:
             log.error("command %s on %s failed: %s", command.id, command.node, exc)
             record(Step.VERIFY, StepStatus.FAILED, f"scheduler error: {exc}")
         return results
+
+
+    def _not_worth_it(self, job: str) -> str | None:
+        """Why checkpointing ``job`` now would buy nothing (cost awareness), or None to checkpoint it."""
+        if self.cost is None or not isinstance(self.scheduler, JobTimingSource):
+            return None
+        timing = self.scheduler.job_timing(job)
+        if timing is None:
+            return None
+        now, why, label = self.clock.now(), None, ""
+        if timing.last_checkpoint_ts is not None and now - timing.last_checkpoint_ts < \
+                self.cost.skip_if_checkpointed_within_s:
+            why, label = f"checkpointed {now - timing.last_checkpoint_ts:.0f} s ago", "recent_checkpoint"
+        elif timing.end_ts is not None and timing.end_ts - now < self.cost.skip_if_ends_within_s:
+            why, label = f"ends in {max(timing.end_ts - now, 0):.0f} s", "ends_soon"
+        if why and self.metrics is not None:
+            self.metrics.checkpoints_skipped.labels(label).inc()
+        return why
 
 
 class DryRunActuator:

@@ -1,9 +1,14 @@
-"""The policy: rule (plan) -> guards -> breaker, producing one Decision per incident and action level."""
+"""The policy: plan -> hysteresis -> guards -> breaker, producing one Decision per incident and action level.
+
+Every rail that holds an action back counts it in ``sentinel_guard_blocks_total{guard=...}``: low_confidence
+and hysteresis (the plan drops to an alert), the guards (dedup, opt_out, cooldown, observe_only) and the
+breaker (the decision is recorded as OBSERVE). Lemon nodes are named in the decision's reason.
+"""
 
 from __future__ import annotations
 
 from sentinel.config import PolicyConfig
-from sentinel.events import ActionKind, Decision, Finding, Incident, Mode
+from sentinel.events import ActionKind, Decision, Finding, Incident, Mode, Recommendation
 from sentinel.metrics import Metrics
 from sentinel.policy import plans
 from sentinel.policy.breaker import Breaker
@@ -32,9 +37,20 @@ class PolicyEngine:
         Only an action stronger than the incident's last decision yields a new decision, so repeated or
         redelivered findings never act twice (decision ids are ``<incident>:<action>``).
         """
-        action = plans.propose(finding.recommendation)
+        notes: list[str] = []
+        action = plans.propose(finding, self.config.min_confidence)
+        if action is ActionKind.ALERT and finding.recommendation is Recommendation.CHECKPOINT_DRAIN:
+            self.metrics.guard_blocks.labels("low_confidence").inc()
+            notes.append(f"confidence {finding.confidence:.2f} < policy.min_confidence "
+                         f"{self.config.min_confidence:.2f}: alert only")
         if action is ActionKind.NONE:
             return None
+        needed = self.config.hysteresis.min_findings
+        if plans.is_disruptive(action) and not plans.is_fatal_plan(action) and len(incident.finding_ids) < needed:
+            self.metrics.guard_blocks.labels("hysteresis").inc()
+            notes.append(f"waiting for the incident to persist: {len(incident.finding_ids)}/{needed} findings "
+                         "(policy.hysteresis.min_findings)")
+            action = ActionKind.ALERT
         prior = self.repo.last_decision_action(incident.id)
         if prior is not None and plans.ACTION_RANK[prior] >= plans.ACTION_RANK[action]:
             return None
@@ -58,18 +74,29 @@ class PolicyEngine:
         for name in blocked:
             self.metrics.guard_blocks.labels(name).inc()
         mode = Mode.OBSERVE if blocked else Mode.EXECUTE
-        why = f"{finding.rule}: {finding.summary}"
+        why = f"{finding.rule}: {finding.summary}" + "".join(f" | {n}" for n in [*notes, *self._lemon(incident)])
         if reasons:
             why += " | not acting: " + "; ".join(reasons)
-        decision = Decision(
-            id=f"{incident.id}:{action.value}",
-            incident_id=incident.id,
-            node=incident.node,
-            ts=now,
-            action=action,
-            mode=mode,
-            reason=why[:4096],
-            blocked_by=blocked,
-        )
+        return self._decision(incident, action, mode, why, blocked, now)
+
+    def operator_request(self, incident: Incident, finding: Finding, now: float) -> Decision | None:
+        """A GPU reset or reboot request for the operator queue after a fatal fault: recorded (OBSERVE), never
+        executed. Its id ``<incident>:<request>`` makes a repeat a no-op in the store."""
+        kind = plans.operator_request(finding)
+        if kind is None:
+            return None
+        why = f"operator queue: {finding.summary}" + "".join(f" | {n}" for n in self._lemon(incident))
+        return self._decision(incident, kind, Mode.OBSERVE, why, [], now)
+
+    def _lemon(self, incident: Incident) -> list[str]:
+        lemon = self.config.lemon
+        count = self.repo.incident_counts(incident.opened_ts - lemon.window_s, incident.node).get(incident.node, 0)
+        if count < lemon.min_incidents:
+            return []
+        return [f"lemon: {count} incidents in {lemon.window_s / 86_400:.0f} d on this node"]
+
+    def _decision(self, incident: Incident, action: ActionKind, mode: Mode, why: str, blocked: list[str],
+                  now: float) -> Decision:
         self.metrics.decisions.labels(action.value, mode.value).inc()
-        return decision
+        return Decision(id=f"{incident.id}:{action.value}", incident_id=incident.id, node=incident.node, ts=now,
+                        action=action, mode=mode, reason=why[:4096], blocked_by=blocked)

@@ -54,6 +54,22 @@ class Queries:
         with self.engine.connect() as conn:
             return conn.execute(select(s.nodes.c.drained_incident_id).where(s.nodes.c.name == node)).scalar()
 
+    def incident_counts(self, since_ts: float, node: str | None = None) -> dict[str, int]:
+        """Incidents opened since ``since_ts`` per node (lemon tracking)."""
+        query = (select(s.incidents.c.node, func.count()).where(s.incidents.c.opened_ts >= since_ts)
+                 .group_by(s.incidents.c.node))
+        if node is not None:
+            query = query.where(s.incidents.c.node == node)
+        with self.engine.connect() as conn:
+            return {str(n): int(c) for n, c in conn.execute(query).all()}
+
+    def operator_queue(self, limit: int = 1000) -> list[dict[str, Any]]:
+        """GPU reset and reboot requests, newest first: recorded for a person, never executed by Sentinel."""
+        query = (select(s.decisions).where(s.decisions.c.action.in_([a.value for a in _REQUESTS]))
+                 .order_by(s.decisions.c.ts.desc()).limit(limit))
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
+
     def node_count(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(s.nodes)).scalar_one())
@@ -139,14 +155,19 @@ def _incident(row: Any, finding_ids: list[str]) -> Incident:
     )
 
 
+_CHAIN = [ActionKind.NONE.value, ActionKind.ALERT.value, ActionKind.CHECKPOINT_DRAIN_REQUEUE.value,
+          ActionKind.DRAIN_REQUEUE.value]  # operator requests sit beside the escalation chain
+
+
 def _last_decision_query(incident_id: str):  # type: ignore[no-untyped-def]
     return (
         select(s.decisions.c.action)
-        .where(s.decisions.c.incident_id == incident_id)
+        .where(s.decisions.c.incident_id == incident_id, s.decisions.c.action.in_(_CHAIN))
         .order_by(s.decisions.c.ts.desc())
         .limit(1)
     )
 
 
+_REQUESTS = (ActionKind.REQUEST_GPU_RESET, ActionKind.REQUEST_REBOOT)
 _OPEN_INCIDENTS = select(func.count()).select_from(s.incidents).where(
     s.incidents.c.status != IncidentStatus.RESOLVED.value)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from sentinel.events import (
     ActionResult,
@@ -18,6 +18,7 @@ from sentinel.events import (
     Decision,
     Finding,
     Incident,
+    IncidentStatus,
     TelemetrySample,
 )
 from sentinel.store import schema as s
@@ -184,6 +185,19 @@ class Repository(Queries):
                     update(s.commands).where(s.commands.c.id == rows[0]["command_id"]).values(status=command_status)
                 )
 
+    def resolve_quiet_incidents(self, quiet_since_ts: float, now: float) -> int:
+        """Resolve open incidents (not acted on) without a finding since ``quiet_since_ts``; return how many.
+
+        Mitigated incidents stay: their node is held drained until an operator resumes it.
+        """
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(s.incidents)
+                .where(s.incidents.c.status == IncidentStatus.OPEN.value, s.incidents.c.updated_ts < quiet_since_ts)
+                .values(status=IncidentStatus.RESOLVED.value, updated_ts=now)
+            )
+        return int(result.rowcount or 0)
+
     def set_node_drained(self, node: str, incident_id: str | None) -> None:
         with self.engine.begin() as conn:
             conn.execute(update(s.nodes).where(s.nodes.c.name == node).values(drained_incident_id=incident_id))
@@ -210,3 +224,13 @@ class Repository(Queries):
         }
         with self.engine.begin() as conn:
             upsert(conn, s.breaker_state, row, keys=["id"], update_cols=["is_open", "reason", "changed_ts", "recent"])
+
+    def remember_nonce(self, nonce: str, expires_ts: float, now: float) -> bool:
+        """Record a signed command's nonce until it expires; False if it was recorded before (a replay).
+
+        Expired nonces are dropped here: a replay of one fails the expiry check before it reaches this table.
+        """
+        with self.engine.begin() as conn:
+            conn.execute(delete(s.command_nonces).where(s.command_nonces.c.expires_ts < now))
+            return insert_ignore(conn, s.command_nonces, [{"nonce": nonce, "expires_ts": expires_ts,
+                                                            "seen_ts": now}]) > 0

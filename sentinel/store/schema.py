@@ -141,3 +141,12 @@ breaker_state = Table(
     Column("changed_ts", Float, nullable=False),
     Column("recent", JSON, nullable=False),  # [[ts, node], ...] actions inside the sliding window
 )
+
+command_nonces = Table(
+    "command_nonces",
+    metadata,
+    Column("nonce", String(32), primary_key=True),  # of a signed command the actuator accepted
+    Column("expires_ts", Float, nullable=False),  # kept until then; a replay after it fails on expiry anyway
+    Column("seen_ts", Float, nullable=False),
+    Index(None, "expires_ts"),
+)

@@ -71,13 +71,19 @@ def cmd_db_current(args: argparse.Namespace) -> int:
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:
-    rows = open_repo(args).nodes()
+    repo, lemon = open_repo(args), load_config(args).policy.lemon
+    rows = repo.nodes()
+    recent = repo.incident_counts(time.time() - lemon.window_s)
     for row in rows:
         row["state"] = "drained" if row["drained_incident_id"] else ("at risk" if row["open_incidents"] else "ok")
         row["last_seen"] = fmt_ts(row["last_seen_ts"])
+        row["recent_incidents"] = recent.get(row["name"], 0)
+        row["lemon"] = row["recent_incidents"] >= lemon.min_incidents
     columns = [
         ("name", "node"),
         ("state", "state"),
+        ("lemon", "lemon"),
+        ("recent_incidents", f"incidents ({lemon.window_s / 86_400:g} d)"),
         ("gpu_count", "gpus"),
         ("open_incidents", "open incidents"),
         ("drained_incident_id", "drained by"),
