@@ -13,6 +13,7 @@ import pytest
 
 from sentinel.bench.server import ServerBenchOptions, run_server_bench
 from sentinel.bench.server_data import load_machine
+from sentinel.bench.server_evidence import read_interpretation
 from sentinel.cli import main
 from sentinel.errors import ValidationError
 
@@ -46,6 +47,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("server")
     _machine(folder, "node-a", 1)
     _machine(folder, "node-b", 2)
+    (folder / "interpretation_label").mkdir()
+    (folder / "interpretation_label" / "node-a.txt").write_text(f"{SHIFT[0]}-{SHIFT[1]}:3\n")  # 1-based: m2
     return folder
 
 
@@ -59,6 +62,14 @@ def test_detector_catches_the_injected_level_shift_and_names_the_metric(dataset:
     for machine in ("node-a", "node-b"):
         hit = [a for a in result["by_machine"][machine]["alerts"] if SHIFT[0] - 30 <= a["row"] < SHIFT[1]]
         assert hit and hit[0]["metrics"][0]["metric"] == "m2"
+    assert result["evidence"] == {"segments_judged": 1, "top1_match": 1.0, "top3_match": 1.0}  # node-a only
+
+
+def test_a_malformed_interpretation_label_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "interpretation_label").mkdir()
+    (tmp_path / "interpretation_label" / "x.txt").write_text("10-20:0\n")
+    with pytest.raises(ValidationError, match=r"x.txt:1: expected 'start-end:dim,dim,...'"):
+        read_interpretation(tmp_path, "x", ["m0", "m1"])
 
 
 def test_cli_json_has_overall_baselines_machines_and_speed(dataset: Path) -> None:

@@ -22,6 +22,7 @@ from models.server_alerts import alert_onsets
 from models.server_anomaly import RowScores, ServerAnomalyModel
 from sentinel.bench.server_baselines import IsolationForestScorer, Scorer, SentinelScorer, StaticThresholdScorer
 from sentinel.bench.server_data import MachineData, load_machine, machine_names
+from sentinel.bench.server_evidence import EvidenceCounts, judge, read_interpretation
 from sentinel.bench.server_scoring import Counts, score_events
 from sentinel.tables import render
 
@@ -53,6 +54,7 @@ def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
     pooled = {d: Counts() for d in DETECTORS}
     timing = {d: {"train_s": 0.0, "score_s": 0.0, "rows": 0} for d in DETECTORS}
     by_machine: dict[str, Any] = {}
+    evidence: EvidenceCounts | None = None
     for i, name in enumerate(names, 1):
         progress(f"{dataset}: {name} ({i}/{len(names)})")
         data = load_machine(folder, name)
@@ -67,6 +69,11 @@ def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
             by_machine[name][scorer.name] = counts.metrics()
             if alerts is not None:
                 by_machine[name]["alerts"] = alerts
+                segs = read_interpretation(folder, name, data.columns)
+                if segs is not None:
+                    judged = judge(alerts, segs, options.rows(options.horizon_s))
+                    evidence = judged if evidence is None else evidence + judged
+                    by_machine[name]["evidence"] = judged.metrics()
 
     def summary(name: str) -> dict[str, Any]:
         t = timing[name]
@@ -88,6 +95,7 @@ def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
         "baselines": {"threshold": summary("threshold"), "iforest": summary("iforest")},
         "wins": {b: sum(1 for m in by_machine.values() if m["sentinel"]["event_f1"] > m[b]["event_f1"])
                  for b in ("threshold", "iforest")},
+        "evidence": evidence.metrics() if evidence is not None else None,
         "by_machine": by_machine,
     }
 
@@ -162,6 +170,11 @@ def render_server(result: dict[str, Any]) -> str:
         f"sentinel F1 above threshold on {result['wins']['threshold']}/{result['machines']} machines, "
         f"above iforest on {result['wins']['iforest']}/{result['machines']}",
     ]
+    if result["evidence"]:
+        ev = result["evidence"]
+        lines.append(f"evidence: the first alert's top metric is one the operators named for "
+                     f"{ev['top1_match']:.0%} of {ev['segments_judged']} detected segments "
+                     f"(one of its top three: {ev['top3_match']:.0%})")
     example = next((a for m in result["by_machine"].values() for a in m.get("alerts", [])), None)
     if example is not None:
         evidence = ", ".join(f"{c['metric']}={c['value']:.3g} (expected {c['expected']:.3g}, {c['score']:.1f}x)"
