@@ -40,12 +40,13 @@ def test_precision_recall_f1_false_alarms_and_lead_time() -> None:
     assert m["event_precision"] == 0.5 and m["event_recall"] == 0.5 and m["event_f1"] == 0.5
     assert m["false_alarms_per_day"] == 28.8  # 2 false alarms in 100 minutes = 6000 s
     assert m["lead_time_mean_s"] == 180.0  # first hit 3 rows of 60 s before the start
-    assert m["detected_early"] == 1
+    assert m["detected_early"] == 1 and m["detection_delay_mean_s"] == 0.0
 
 
 def test_lead_time_is_zero_when_the_first_alert_is_inside_the_segment() -> None:
     m = score_events([15, 17], _labels(50, (10, 20)), np.zeros(50, dtype=bool), 300.0, 6).metrics()
     assert m["lead_time_mean_s"] == 0.0 and m["detected_early"] == 0 and m["event_precision"] == 1.0
+    assert m["detection_delay_mean_s"] == 1500.0  # 5 rows of 300 s after the start
 
 
 def test_no_alerts_means_zero_precision_and_no_lead_time() -> None:

@@ -140,7 +140,8 @@ def _evidence(model: ServerAnomalyModel, row_scores: RowScores, data: MachineDat
 SUMMARY_ROWS = (
     ("event_f1", "event F1"), ("event_precision", "event precision"), ("event_recall", "event recall"),
     ("false_alarms_per_day", "false alarms / machine-day"), ("lead_time_mean_s", "mean lead time s"),
-    ("detected_early", "segments alerted early"), ("pa_f1", "point-adjusted F1"), ("alerts", "alerts"),
+    ("detection_delay_mean_s", "mean detection delay s"), ("detected_early", "segments alerted early"),
+    ("pa_f1", "point-adjusted F1"), ("alerts", "alerts"),
     ("train_s", "training time s"), ("score_rows_per_s", "scoring rows/s"),
 )
 

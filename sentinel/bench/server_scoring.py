@@ -7,7 +7,8 @@ Rows are sample indices; ``interval_s`` turns them into seconds. A labelled *seg
   other alert is a **false alarm**. Event precision = hit alerts / alerts; event recall = segments with at least
   one hit / segments; F1 their harmonic mean. With no alerts precision is 0 (nothing was found).
 - **Lead time** of a detected segment = ``start - first hit`` in seconds, 0 when the first hit lies inside the
-  segment (never negative); the mean is over detected segments.
+  segment (never negative); the mean is over detected segments. Detection delay is the other side:
+  ``first hit - start`` when positive, else 0 (lead - delay = the signed mean of start - first hit).
 - **False alarms per day** = false alarms / (rows x interval_s / 86,400), i.e. per machine-day.
 - **Point-adjusted F1** (the literature's measure, reported beside, never alone): every row whose score exceeds
   the threshold is predicted; a segment with any predicted row counts as wholly predicted; F1 over rows.
@@ -44,6 +45,7 @@ class Counts:
     detected: int = 0
     early: int = 0  # detected segments whose first hit came before the segment start
     lead_sum_s: float = 0.0
+    delay_sum_s: float = 0.0
     days: float = 0.0
     pa_tp: int = 0
     pa_fp: int = 0
@@ -64,6 +66,7 @@ class Counts:
             "event_f1": round(_f1(precision, recall), 4),
             "false_alarms_per_day": round(false_alarms / self.days, 4) if self.days else 0.0,
             "lead_time_mean_s": round(self.lead_sum_s / self.detected, 1) if self.detected else None,
+            "detection_delay_mean_s": round(self.delay_sum_s / self.detected, 1) if self.detected else None,
             "pa_f1": round(_f1(pa_precision, pa_recall), 4),
             "alerts": self.alerts,
             "false_alarms": false_alarms,
@@ -110,6 +113,7 @@ def score_events(
             counts.detected += 1
             counts.early += int(first < start)
             counts.lead_sum_s += max(0, start - first) * interval_s
+            counts.delay_sum_s += max(0, first - start) * interval_s
         if exceed_arr[start:end].any():
             pa_pred[start:end] = True
     truth = label_arr != 0
