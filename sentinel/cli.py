@@ -26,6 +26,7 @@ from sentinel.verbs.bench import (
     cmd_demo,
 )
 from sentinel.verbs.models import cmd_model_list, cmd_model_show, cmd_train
+from sentinel.verbs.server_bench import add_server_bench_parsers
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_export, cmd_sim_plan
 from sentinel.verbs.store import (
@@ -194,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "shipped `train` scenario, trained on first use and cached)")
     detect.add_argument("--json", action="store_true", help="print results as JSON")
     detect.set_defaults(func=cmd_bench_detect)
+    add_server_bench_parsers(bench, common)
     return parser
 
 
