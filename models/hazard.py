@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.ensemble import HistGradientBoostingClassifier, IsolationForest
 from sklearn.metrics import roc_auc_score
+from threadpoolctl import threadpool_limits
 
 from models.features import FEATURES
 from models.training import Dataset
@@ -47,13 +48,17 @@ class HazardModel:
         """P(failure within ``horizon_s``) per row of ``x`` (rows, len(features))."""
         if len(x) == 0:
             return np.zeros(0)
-        return np.asarray(self.classifier.predict_proba(_clean(x))[:, 1])
+        # One thread: for a batch of a few thousand rows OpenMP's start-up and spinning cost 10x the work
+        # (measured 0.42 s vs 0.04 s for 1,024 rows on 2 busy cores), and the detector has its own loop to run.
+        with threadpool_limits(1):
+            return np.asarray(self.classifier.predict_proba(_clean(x))[:, 1])
 
     def anomaly_score(self, x: np.ndarray) -> np.ndarray:
         """Higher is more anomalous; above ``anomaly_threshold`` is rarer than ANOMALY_QUANTILE of healthy rows."""
         if len(x) == 0:
             return np.zeros(0)
-        return -np.asarray(self.anomaly.score_samples(_clean(x)))
+        with threadpool_limits(1):
+            return -np.asarray(self.anomaly.score_samples(_clean(x)))
 
 
 def _clean(x: np.ndarray) -> np.ndarray:

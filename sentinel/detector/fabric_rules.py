@@ -5,7 +5,7 @@ Each fires once per episode (the window remembers what it reported) and cites it
 
 from __future__ import annotations
 
-import warnings
+import statistics
 
 import numpy as np
 
@@ -13,7 +13,15 @@ from models.features import THERMAL_MASK, rate_per_h
 from sentinel.config import StragglerConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import NodeWindow
-from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity, TelemetrySample
+from sentinel.events import (
+    EvidenceValue,
+    Finding,
+    FindingClass,
+    GpuReading,
+    Recommendation,
+    Severity,
+    TelemetrySample,
+)
 
 # NVSentinel and Azure healthagent: any increase of link_downed is fatal for the port (domain.md).
 # IBTA's 10^-12 bit-error-rate bound: more than 120 symbol errors per hour is a pre-failure signal (domain.md);
@@ -25,16 +33,22 @@ RECOVERY_PER_H = 300.0
 
 
 def infiniband_rules(window: NodeWindow, sample: TelemetrySample, now: float) -> list[Finding]:
-    node = window.recent(window.node, window.size)
-    if node.shape[0] < 2 or np.isnan(node[-1, 1:]).all():
+    if window.count < 2:
         return []
-    ts, symbol, recovery, downed = node[:, 0], node[:, 1], node[:, 2], node[:, 3]
+    before, last = window.recent(window.node, 2)
+    if np.isnan(last[1:]).all():
+        return []
     out: list[Finding] = []
-    if downed[-1] > downed[-2]:  # a reset (reboot) goes backwards, never up
+    if last[3] > before[3]:  # link_downed; a reset (reboot) goes backwards, never up
         out.append(make_finding(
             "ib-link-downed", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts, Severity.FATAL,
-            Recommendation.DRAIN, 1.0, f"InfiniBand link went down ({int(downed[-1] - downed[-2])} time(s))", None,
-            {"link_downed": int(downed[-1]), "delta": int(downed[-1] - downed[-2])}))
+            Recommendation.DRAIN, 1.0, f"InfiniBand link went down ({int(last[3] - before[3])} time(s))", None,
+            {"link_downed": int(last[3]), "delta": int(last[3] - before[3])}))
+    moved = last[1] > before[1] or last[2] > before[2]
+    if not moved and not window.ib_rate_reported:
+        return out  # the rates over the window can only have fallen: nothing new to judge (the common case)
+    node = window.recent(window.node, window.size)
+    ts, symbol, recovery = node[:, 0], node[:, 1], node[:, 2]
     symbol_rate = float(rate_per_h(symbol, ts))
     recovery_rate = float(rate_per_h(recovery, ts))
     seen = float(np.nan_to_num(np.clip(np.diff(symbol), 0, None)).sum())
@@ -63,12 +77,17 @@ def straggler_rule(window: NodeWindow, sample: TelemetrySample, config: Straggle
     (fail-slow; Minder, NSDI'25, and the Llama 3 report's stragglers). Alert only: the GPU still works, and the
     operator decides whether the job is better off without the node.
     """
-    series = window.series(2)
+    busy = [g for g in sample.gpus if g.util_gpu_pct is not None and g.sm_clock_mhz is not None]
+    if len(busy) < 2 or statistics.median(g.util_gpu_pct or 0.0 for g in busy) < config.min_util_pct:
+        window.slow_streak.clear()
+        return []
+    low = config.clock_ratio * peer_clock_now(busy)
+    if not window.slow_streak and not window.slow_reported and all((g.sm_clock_mhz or 0.0) >= low for g in busy):
+        return []  # nobody lags and no episode is open: the common case
+    series = window.series(1)
     clock, util, power = series["sm_clock_mhz"][-1], series["util_pct"][-1], series["power_w"][-1]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        peer_clock = float(np.nanmedian(clock)) if not np.isnan(clock).all() else np.nan
-        peer_util = float(np.nanmedian(util)) if not np.isnan(util).all() else np.nan
+    peer_clock = peer_clock_now(busy)
+    peer_util = statistics.median(g.util_gpu_pct or 0.0 for g in busy)
     out: list[Finding] = []
     if not (peer_clock > 0 and peer_util >= config.min_util_pct) or len(clock) < 2:
         window.slow_streak.clear()
@@ -94,3 +113,7 @@ def straggler_rule(window: NodeWindow, sample: TelemetrySample, config: Straggle
              "util_pct": float(np.nan_to_num(util[gpu])), "power_w": float(np.nan_to_num(power[gpu])),
              "thermal_throttle": thermal}))
     return out
+
+
+def peer_clock_now(busy: list[GpuReading]) -> float:
+    return float(statistics.median(g.sm_clock_mhz or 0.0 for g in busy))
