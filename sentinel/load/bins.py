@@ -50,7 +50,7 @@ class PartitionLoad:
     running_gpus: float = 0.0
     pending_gpus: float = 0.0
     total_gpus: float | None = None
-    submit_ts: tuple[float, ...] = ()  # submit time of every job the snapshot saw
+    submit_ts: tuple[float, ...] | None = ()  # submit time of every job the snapshot saw; None: unknown
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,8 @@ def bins_from_snapshot(
 ) -> list[LoadBin]:
     out = []
     for name, load in sorted(snapshot.partitions.items()):
-        submitted = sum(1 for ts in load.submit_ts if start <= ts < start + bin_s)
+        submitted = (None if load.submit_ts is None
+                     else sum(1 for ts in load.submit_ts if start <= ts < start + bin_s))
         out.append(LoadBin(ts=start, partition=name, running_gpus=load.running_gpus, pending_gpus=load.pending_gpus,
                            submissions=submitted, total_gpus=load.total_gpus,
                            util=util if name == ALL else None, source=source))

@@ -63,9 +63,9 @@ def fleet_nodes(engine: Engine) -> list[dict[str, Any]]:
         return [dict(r) for r in conn.execute(query).mappings()]
 
 
-def risk_findings(engine: Engine, since_ts: float) -> list[dict[str, Any]]:
-    """Per node, its most confident finding since ``since_ts`` (ties: the newest), with the finding's evidence,
-    and whether the node has an open incident."""
+def risk_findings(engine: Engine, since_ts: float, until_ts: float) -> list[dict[str, Any]]:
+    """Per node, its most confident finding between the two times (ties: the newest) among findings that
+    recommend something (alert, checkpoint-drain, drain), with its evidence and the node's open incidents."""
     best = (
         select(
             s.findings.c.node,
@@ -75,11 +75,12 @@ def risk_findings(engine: Engine, since_ts: float) -> list[dict[str, Any]]:
             s.findings.c.severity,
             s.findings.c.summary,
             s.findings.c.evidence,
+            s.findings.c.gpu_index,
             func.row_number()
             .over(partition_by=s.findings.c.node, order_by=(s.findings.c.confidence.desc(), s.findings.c.ts.desc()))
             .label("rank"),
         )
-        .where(s.findings.c.ts >= since_ts)
+        .where(s.findings.c.ts >= since_ts, s.findings.c.ts <= until_ts, s.findings.c.recommendation != "none")
         .subquery()
     )
     open_q = (
@@ -95,3 +96,9 @@ def risk_findings(engine: Engine, since_ts: float) -> list[dict[str, Any]]:
     )
     with engine.connect() as conn:
         return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def latest_bin_ts(engine: Engine, partition: str) -> float | None:
+    with engine.connect() as conn:
+        value = conn.execute(select(func.max(s.load_bins.c.ts)).where(s.load_bins.c.partition == partition)).scalar()
+    return None if value is None else float(value)
