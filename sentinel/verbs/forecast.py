@@ -35,6 +35,12 @@ def add_forecast_verbs(verb: Callable[..., argparse.ArgumentParser], bench: Any,
     bf.add_argument("--train-days", type=float, default=21.0, help="train on the first N days (default 21)")
     bf.add_argument("--json", action="store_true", help="print results as JSON")
     bf.set_defaults(func=cmd_bench_forecast)
+    ff = bench.add_parser("forecast-fleet", parents=[common], help="time `sentinel forecast` on a generated store "
+                                                                   "of a large fleet")
+    ff.add_argument("--nodes", type=int, default=10_000, help="nodes of 8 GPUs (default 10000)")
+    ff.add_argument("--runs", type=int, default=3, help="timed runs (default 3)")
+    ff.add_argument("--json", action="store_true", help="print results as JSON")
+    ff.set_defaults(func=cmd_bench_forecast_fleet)
 
 
 def cmd_forecast(args: argparse.Namespace) -> int:
@@ -73,4 +79,15 @@ def cmd_bench_forecast(args: argparse.Namespace) -> int:
     result = run_forecast_bench(Path(args.data), args.train_days,
                                 progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
     print(json.dumps(result, indent=2) if args.json else render_forecast_bench(result))
+    return EXIT_OK
+
+
+def cmd_bench_forecast_fleet(args: argparse.Namespace) -> int:
+    from sentinel.bench.forecast_fleet import render_fleet, run_fleet_bench
+
+    if args.nodes < 1 or args.runs < 1:
+        raise ValidationError("--nodes and --runs must be >= 1")
+    result = run_fleet_bench(args.nodes, args.runs,
+                             progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_fleet(result))
     return EXIT_OK
