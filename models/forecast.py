@@ -194,6 +194,10 @@ class DemandForecaster:
         for target in targets:
             out.targets[target] = (self._model_path(s, target, k, usable, horizon_bins, step) if ready
                                    else _last_value(s, target, horizon_bins, step))
+        if "running_gpus" in out.targets:  # no more GPUs can run than the partition has now
+            cap = float(s.capacity[k])
+            out.targets["running_gpus"] = [ForecastPoint(p.ts, min(p.point, cap), min(p.lo, cap), min(p.hi, cap))
+                                           for p in out.targets["running_gpus"]]
         return out
 
     def _model_path(self, s: LoadSeries, target: str, k: int, anchors: list[int], horizon: int,
