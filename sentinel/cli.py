@@ -25,6 +25,7 @@ from sentinel.verbs.bench import (
     cmd_bench_sim,
     cmd_demo,
 )
+from sentinel.verbs.forecast import add_forecast_verbs
 from sentinel.verbs.models import cmd_model_list, cmd_model_show, cmd_train
 from sentinel.verbs.server_bench import add_server_bench_parsers
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("--json", action="store_true", help="print results as JSON")
     detect.set_defaults(func=cmd_bench_detect)
     add_server_bench_parsers(bench, common)
+    add_forecast_verbs(verb, bench, common)
     return parser
 
 

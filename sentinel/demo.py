@@ -21,10 +21,13 @@ from sentinel.clock import ManualClock
 from sentinel.config import Config, from_mapping
 from sentinel.daemon import build_pipeline, open_repository
 from sentinel.events import SEVERITY_RANK, Severity
+from sentinel.load.bins import BIN_S, LoadRecorder, bin_start
 from sentinel.metrics import Metrics
 from sentinel.sim.cluster import SimCluster
 from sentinel.sim.faults import FaultKind, demo_plan
+from sentinel.sim.load import simulate_load, snapshot_from_scheduler
 from sentinel.sim.scheduler import SimScheduler
+from sentinel.store.load import record_load_bins
 from sentinel.transport import LOGS, TELEMETRY
 
 DISRUPTIVE = ("checkpoint_drain_requeue", "drain_requeue")
@@ -38,6 +41,7 @@ class DemoOptions:
     interval_s: float = 10.0
     seed: int = 7
     db_path: str = "sentinel-demo.db"
+    load_history_days: float = 14.0  # simulated queue history before the hour, for `sentinel forecast`
 
 
 @dataclass
@@ -83,10 +87,18 @@ def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = No
     metrics = Metrics()
     repo = open_repository(config, migrate=True)
     pipeline = build_pipeline(config, clock, metrics, repo, actuator=SchedulerActuator(scheduler, clock))
+    load_bins = _load_history(options, repo, start_ts)
+    recorder, next_close = LoadRecorder(source="sim"), bin_start(start_ts) + BIN_S
     ticks = int(options.duration_s / options.interval_s)
     for tick in range(ticks):
         clock.advance(options.interval_s)
         samples, logs = cluster.tick()
+        recorder.observe(samples)
+        if clock.now() >= next_close:  # a bin closed: the queue as it stands, with the bin's GPU utilisation
+            closed = recorder.close(snapshot_from_scheduler(scheduler, options.gpus, next_close))
+            record_load_bins(repo.engine, closed)
+            load_bins["live"] += len(closed)
+            next_close += BIN_S
         for event in logs:
             pipeline.transport.publish(LOGS, event.node, codec.encode(event))
         for sample in samples:
@@ -96,7 +108,20 @@ def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = No
             progress((tick + 1) / ticks)
     if progress is not None:
         progress(1.0)
-    return _report(options, cluster, scheduler, repo, start_ts, time.perf_counter() - started)
+    report = _report(options, cluster, scheduler, repo, start_ts, time.perf_counter() - started)
+    report.summary["load_bins"] = load_bins
+    return report
+
+
+def _load_history(options: DemoOptions, repo: Any, start_ts: float) -> dict[str, int]:
+    """Simulated queue history for the days before the hour (the hour's own bins come from the scheduler)."""
+    if options.load_history_days <= 0:
+        return {"history": 0, "live": 0}
+    first = start_ts - options.load_history_days * 86_400.0
+    bins = [b for b in simulate_load(options.nodes * options.gpus, first, options.load_history_days, options.seed)
+            if b.ts + BIN_S <= bin_start(start_ts)]
+    record_load_bins(repo.engine, bins)
+    return {"history": len(bins), "live": 0}
 
 
 def _report(

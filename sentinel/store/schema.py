@@ -150,3 +150,34 @@ command_nonces = Table(
     Column("seen_ts", Float, nullable=False),
     Index(None, "expires_ts"),
 )
+
+
+# ----- load and forecasts (issue 8) -----------------------------------------------------------------------------
+# One row per partition per 10-minute bin: what the scheduler queue and the telemetry showed. ``ts`` is the bin
+# start (seconds since the epoch, a multiple of the bin width); "all" is the whole cluster.
+load_bins = Table(
+    "load_bins",
+    metadata,
+    Column("ts", Float, primary_key=True),
+    Column("partition", NAME, primary_key=True),
+    Column("running_gpus", Float, nullable=False),
+    Column("pending_gpus", Float, nullable=False),
+    Column("submissions", Integer, nullable=True),  # jobs submitted inside the bin (None when unknown)
+    Column("total_gpus", Float, nullable=True),  # capacity the scheduler reports for the partition
+    Column("util", Float, nullable=True),  # mean GPU utilisation 0..1 over the bin's telemetry (None when none)
+    Column("source", String(32), nullable=False),  # squeue | sim | trace
+)
+
+# Forecasts as they were made (scored later against the bins that arrive).
+forecasts = Table(
+    "forecasts",
+    metadata,
+    Column("made_ts", Float, primary_key=True),
+    Column("partition", NAME, primary_key=True),
+    Column("target", String(32), primary_key=True),
+    Column("ts", Float, primary_key=True),  # the bin forecast
+    Column("point", Float, nullable=False),
+    Column("lo", Float, nullable=False),
+    Column("hi", Float, nullable=False),
+    Column("method", String(32), nullable=False),
+)

@@ -1,0 +1,76 @@
+"""``sentinel bench forecast-fleet``: how long ``sentinel forecast`` takes on a large fleet's store.
+
+Builds a SQLite store with N nodes x 8 GPUs, 14 days of load bins with a daily rhythm, and actionable findings
+on 2 % of the nodes; then runs ``sentinel forecast --db STORE -o json`` as a fresh process (imports, model fit,
+risk over every node, rendering included) ``runs`` times and reports each wall time and the median.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sentinel.events import Finding, FindingClass, GpuReading, Recommendation, Severity, TelemetrySample
+from sentinel.load.bins import ALL, LoadBin
+from sentinel.store.engine import make_engine, upgrade
+from sentinel.store.load import record_load_bins
+from sentinel.store.repository import Repository
+
+GOAL_S = 2.0
+
+
+def build_store(path: Path, nodes: int, now: float) -> None:
+    repo = Repository(make_engine(f"sqlite:///{path}"))
+    upgrade(repo.engine)
+    n = 14 * 144
+    t = np.arange(n)
+    cap = nodes * 8.0
+    run = np.round(cap * (0.75 + 0.15 * np.sin(2 * np.pi * t / 144)))
+    pend = np.round(cap * 0.05 * np.maximum(np.sin(2 * np.pi * t / 144), 0))
+    first = now - 600.0 * n
+    record_load_bins(repo.engine, [LoadBin(first + 600.0 * i, ALL, float(run[i]), float(pend[i]), None, cap, 0.8,
+                                           "sim") for i in range(n)])
+    names = [f"gpu-node-{i:05d}" for i in range(nodes)]
+    for start in range(0, nodes, 1000):
+        repo.record_samples([TelemetrySample(node=name, ts=now, seq=1, gpus=[GpuReading(index=g) for g in range(8)])
+                             for name in names[start:start + 1000]])
+    rng = np.random.default_rng(0)
+    for name in rng.choice(names, max(nodes // 50, 1), replace=False):
+        repo.add_finding(Finding(id=f"f:{name}", node=str(name), ts=now - 600, observed_ts=now - 600,
+                                 kind=FindingClass.GPU_ECC, rule="ecc-sbe-rate", severity=Severity.WARNING,
+                                 recommendation=Recommendation.ALERT, confidence=float(rng.uniform(0.1, 0.9)),
+                                 summary="correctable ECC errors climbing", evidence={"sbe_per_h": 40}), None)
+
+
+def run_fleet_bench(nodes: int, runs: int = 3, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    say = progress or (lambda _text: None)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fleet.db"
+        say(f"building a store with {nodes} nodes")
+        build_store(path, nodes, float(int(time.time()) // 600 * 600))
+        walls = []
+        for i in range(runs):
+            say(f"sentinel forecast run {i + 1}/{runs}")
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "sentinel.cli", "forecast", "--db", str(path), "-o", "json"],
+                                  capture_output=True, text=True, timeout=300, check=False)
+            walls.append(time.perf_counter() - started)
+            if done.returncode != 0:
+                raise RuntimeError(f"sentinel forecast failed: {done.stderr.strip()[-500:]}")
+    median = statistics.median(walls)
+    return {"nodes": nodes, "gpus": nodes * 8, "runs_s": [round(w, 2) for w in walls], "median_s": round(median, 2),
+            "goal_s": GOAL_S, "met": median < GOAL_S}
+
+
+def render_fleet(result: dict[str, Any]) -> str:
+    verdict = "met" if result["met"] else "NOT met"
+    return (f"sentinel forecast on {result['nodes']} nodes / {result['gpus']} GPUs: median {result['median_s']} s "
+            f"(runs {', '.join(map(str, result['runs_s']))} s; goal < {result['goal_s']} s: {verdict})")

@@ -1,0 +1,110 @@
+"""`sentinel forecast` against small real stores: table, JSON, PNG, risk with evidence, and the demo's store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sentinel.cli import main
+from sentinel.demo import DemoOptions, run_demo
+from sentinel.events import Finding, FindingClass, GpuReading, GpuState, Recommendation, Severity, TelemetrySample
+from sentinel.load.bins import ALL, LoadBin
+from sentinel.store.engine import make_engine, upgrade
+from sentinel.store.load import record_load_bins
+from sentinel.store.repository import Repository
+
+START = 1_767_225_600.0
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four days of bins with a daily rhythm, four 8-GPU nodes (one with a lost GPU), one risky node."""
+    path = tmp_path_factory.mktemp("fc") / "s.db"
+    repo = Repository(make_engine(f"sqlite:///{path}"))
+    upgrade(repo.engine)
+    n = 4 * 144
+    t = np.arange(n)
+    run = np.round(16 + 10 * np.sin(2 * np.pi * t / 144))
+    record_load_bins(repo.engine, [LoadBin(START + 600.0 * i, ALL, float(run[i]), float(i % 3), i % 2, 32.0, 0.8,
+                                           "squeue") for i in range(n)])
+    now = START + 600.0 * n
+    repo.record_samples([
+        TelemetrySample(node=f"node-{i}", ts=now, seq=1, gpus=[
+            GpuReading(index=g, state=GpuState.LOST if (i, g) == (3, 0) else GpuState.OK) for g in range(8)])
+        for i in range(4)])
+    repo.add_finding(Finding(id="thermal:node-1:1", node="node-1", ts=now - 300, observed_ts=now - 300,
+                             kind=FindingClass.GPU_THERMAL, rule="thermal-trend", severity=Severity.CRITICAL,
+                             recommendation=Recommendation.CHECKPOINT_DRAIN, confidence=0.7,
+                             summary="GPU 2 at 96 C and rising", gpu_index=2, evidence={"temp_c": 96.0}), None)
+    repo.add_finding(Finding(id="xid13:node-2:1", node="node-2", ts=now - 200, observed_ts=now - 200,
+                             kind=FindingClass.GPU_XID, rule="xid-catalog", severity=Severity.INFO,
+                             recommendation=Recommendation.NONE, confidence=1.0, summary="Xid 13 (application)"),
+                     None)
+    return path
+
+
+def test_json_has_every_bin_with_intervals_and_the_risk_of_the_hot_node(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["forecast", "--db", str(store), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["partition"] == ALL and report["method"] == "gradient_boosting"
+    assert set(report["forecast"]) == {"running_gpus", "pending_gpus", "submissions"}
+    points = report["forecast"]["running_gpus"]
+    assert len(points) == 18 and all(p["lo"] <= p["point"] <= p["hi"] for p in points)
+    risk = report["risk"]
+    assert risk["healthy_gpus"] == 31 and risk["healthy_nodes"] == 4  # node-3 has one GPU lost
+    assert risk["expected_nodes_lost"] == pytest.approx(0.7) and risk["expected_gpus_lost"] == pytest.approx(5.6)
+    top = risk["top_nodes"]
+    assert [t["node"] for t in top] == ["node-1"]  # the Xid 13 recommends nothing: no risk
+    assert top[0]["rule"] == "thermal-trend" and top[0]["evidence"] == {"temp_c": 96.0}
+    assert report["outlook"][0]["available_gpus"] == pytest.approx(31 - 5.6)
+
+
+def test_table_shows_intervals_charts_and_nodes_at_risk(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["forecast", "--db", str(store), "--horizon", "24h"]) == 0
+    text = capsys.readouterr().out
+    assert "RUNNING GPUS" in text and "+24h00m" in text and "+1h00m" in text and "+0h10m" not in text  # hourly
+    assert "running GPUs  (* history, o forecast" in text
+    assert "node-1" in text and "GPU 2 at 96 C and rising" in text
+
+
+def test_plot_writes_a_png(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "fc.png"
+    assert main(["forecast", "--db", str(store), "--plot", str(target)]) == 0
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot written to {target}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("args", "message"), [(["--partition", "nope"], "no load bins for it"),
+                                               (["--horizon", "2d"], "between 10m and 24h"),
+                                               (["--partition", "a;rm"], "not a valid partition name")])
+def test_bad_options_fail_with_a_clear_error(store: Path, args: list[str], message: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["forecast", "--db", str(store), *args]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_right_after_the_demo_the_forecast_has_a_history_and_nodes_at_risk(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "demo.db"
+    report = run_demo(DemoOptions(nodes=9, duration_s=1800.0, db_path=str(db), load_history_days=4))
+    assert report.summary["load_bins"]["history"] > 500 and report.summary["load_bins"]["live"] >= 2
+    assert main(["forecast", "--db", str(db), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "gradient_boosting" and len(out["forecast"]["running_gpus"]) == 18
+    top = out["risk"]["top_nodes"]  # the demo's faulty nodes, with the finding behind each
+    assert top and all(t["rule"] and t["summary"] and t["state"] in ("in service", "drained") for t in top)
+    states = [t["state"] for t in top]
+    assert states == sorted(states, key=lambda state: state != "in service")  # nodes still in service first
+
+
+def test_a_demo_store_without_history_falls_back_to_the_last_value(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "demo.db"
+    run_demo(DemoOptions(nodes=9, duration_s=1800.0, db_path=str(db), load_history_days=0))
+    assert main(["forecast", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert "method last_value" in text and "too short to train" in text
