@@ -21,10 +21,12 @@ class ActuatorService:
         self.actuator = actuator
         self.metrics = metrics
         self.clock = clock
+        self.group = group
         self.consumer = transport.consumer(group, [COMMANDS])
 
     def step(self, max_messages: int = 100, timeout_s: float = 0.0) -> int:
         messages = self.consumer.poll(max_messages, timeout_s)
+        self.metrics.set_consumer_lag(self.group, self.consumer.lag())
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
             try:

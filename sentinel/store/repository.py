@@ -162,7 +162,8 @@ class Repository(Queries):
         with self.engine.begin() as conn:
             return insert_ignore(conn, s.commands, [row]) > 0
 
-    def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> None:
+    def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> int:
+        """Store results not stored yet (ids are stable); return how many were new (exact for one result)."""
         rows = [
             {
                 "id": r.id,
@@ -176,13 +177,15 @@ class Repository(Queries):
             }
             for r in results
         ]
+        added = 0
         with self.engine.begin() as conn:
             if rows:
-                insert_ignore(conn, s.action_results, rows)
+                added = insert_ignore(conn, s.action_results, rows)
             if command_status and rows:
                 conn.execute(
                     update(s.commands).where(s.commands.c.id == rows[0]["command_id"]).values(status=command_status)
                 )
+        return added
 
     def set_node_drained(self, node: str, incident_id: str | None) -> None:
         with self.engine.begin() as conn:
