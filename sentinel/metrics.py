@@ -17,6 +17,8 @@ import re
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sentinel.errors import ValidationError
+from sentinel.events import ActionKind, FindingClass, Mode, Severity, Step, StepStatus
+from sentinel.transport import COMMANDS, FINDINGS, LOGS, RESULTS, TELEMETRY
 
 HORIZON_PATTERN = re.compile(r"^[1-9][0-9]{0,3}[mhd]\Z")  # "10m", "1h", "3h", "24h": a handful of series
 
@@ -133,6 +135,24 @@ class Metrics:
         )
         self._risk_ts: dict[str, float] = {}
         self._model_versions: dict[str, str] = {}
+        self._zero_known_series()
+
+    def _zero_known_series(self) -> None:
+        """Export every known label set at 0 from the start: ``increase()`` cannot see a series' first sample,
+        so an alert on the first fatal finding or failed step would otherwise miss it."""
+        for kind in FindingClass:
+            for severity in Severity:
+                self.findings.labels(kind.value, severity.value)
+        for action in ActionKind:
+            for mode in Mode:
+                self.decisions.labels(action.value, mode.value)
+            self.commands_issued.labels(action.value)
+        for status in StepStatus:
+            self.commands.labels(status.value)
+            for step in Step:
+                self.action_steps.labels(step.value, status.value)
+        for topic in (TELEMETRY, LOGS, FINDINGS, COMMANDS, RESULTS):
+            self.dead_letters.labels(topic)
 
     # --- setters for values that come from models ---------------------------------------------------------------
 
