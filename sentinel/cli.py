@@ -24,6 +24,7 @@ from sentinel.verbs.bench import (
     cmd_bench_sim,
     cmd_demo,
 )
+from sentinel.verbs.ops import add_bench_alerting
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_export, cmd_sim_plan
 from sentinel.verbs.store import (
@@ -163,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="circuit breaker: share of the fleet drained per hour (default 0.1, the product default)")
     detect.add_argument("--json", action="store_true", help="print results as JSON")
     detect.set_defaults(func=cmd_bench_detect)
+    add_bench_alerting(bench, common)
     return parser
 
 
