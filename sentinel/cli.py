@@ -27,6 +27,7 @@ from sentinel.verbs.bench import (
 )
 from sentinel.verbs.forecast import add_forecast_verbs
 from sentinel.verbs.models import cmd_model_list, cmd_model_show, cmd_train
+from sentinel.verbs.ops import add_bench_alerting
 from sentinel.verbs.server_bench import add_server_bench_parsers
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_export, cmd_sim_plan
@@ -198,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     detect.set_defaults(func=cmd_bench_detect)
     add_server_bench_parsers(bench, common)
     add_forecast_verbs(verb, bench, common)
+    add_bench_alerting(bench, common)
     return parser
 
 

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 OWNED_REASON_PREFIX = "sentinel:"
 SWEEP_INTERVAL_S = 60.0
+GAUGE_REFRESH_S = 15.0  # store-backed gauges (incidents, nodes, breaker) are re-read at most this often
+SILENT_AFTER_S = 180.0  # a node with no sample stored for this long is silent (the detector stores every 30 s)
 
 
 class Controller:
@@ -63,17 +65,22 @@ class Controller:
         self.config = config
         self.metrics = metrics
         self.clock = clock
+        self.group = group
         self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
+        self._refreshed_ts = -1e18
 
     def step(self, max_messages: int = 500, timeout_s: float = 0.0) -> int:
         self._sweep(self.clock.now())
         messages = self.consumer.poll(max_messages, timeout_s)
+        self.metrics.set_consumer_lag(self.group, self.consumer.lag())
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
             self._handle(message)
         if messages:
             self.consumer.commit()
-            self.metrics.open_incidents.set(self.repo.open_incident_count())
+        now = self.clock.now()
+        if messages or now - self._refreshed_ts >= GAUGE_REFRESH_S:
+            self.refresh_gauges(now)
         return len(messages)
 
     def _sweep(self, now: float) -> None:
@@ -88,6 +95,15 @@ class Controller:
         lemon = self.config.lemon
         counts = self.repo.incident_counts(now - lemon.window_s)
         self.metrics.lemon_nodes.set(sum(1 for c in counts.values() if c >= lemon.min_incidents))
+
+    def refresh_gauges(self, now: float) -> None:
+        """Set the gauges whose truth is in the store (so a restarted controller shows an open breaker at once)."""
+        self._refreshed_ts = now
+        self.metrics.open_incidents.set(self.repo.open_incident_count())
+        for state, count in self.repo.node_states(now - SILENT_AFTER_S).items():
+            self.metrics.nodes.labels(state).set(count)
+        breaker = self.repo.load_breaker()
+        self.metrics.breaker_open.set(1 if breaker is not None and breaker.is_open else 0)
 
     def _handle(self, message: Message) -> None:
         now = self.clock.now()
@@ -163,13 +179,15 @@ class Controller:
         self.repo.add_command(command)
         self.transport.publish(COMMANDS, command.node, codec.encode(self.signer.seal(command)))
         self.metrics.messages_published.labels(COMMANDS).inc()
+        self.metrics.commands_issued.labels(command.action.value).inc()
 
     def on_result(self, result: ActionResult, now: float) -> None:
         final = result.step is Step.VERIFY
         status = None
         if final:
             status = "done" if result.status in (StepStatus.OK, StepStatus.DRY_RUN) else "failed"
-        self.repo.add_results([result], command_status=status)
+        if self.repo.add_results([result], command_status=status) and final:  # a redelivered result counts once
+            self.metrics.commands.labels(result.status.value).inc()
         if final and result.status is StepStatus.OK:
             incident_id = result.incident_id
             incident = self.repo.open_incident(result.node)

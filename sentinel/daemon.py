@@ -163,11 +163,20 @@ def build_pipeline(
     )
 
 
-def serve_metrics(listen: str, metrics: Metrics) -> None:
-    if listen:
-        host, _, port = listen.rpartition(":")
-        start_http_server(int(port), addr=host, registry=metrics.registry)
-        log.info("serving metrics on http://%s/metrics", listen)
+def serve_metrics(listen: str, metrics: Metrics) -> Callable[[], None]:
+    """Serve ``metrics`` on http://LISTEN/metrics (nothing when ``listen`` is empty); return what stops it."""
+    if not listen:
+        return lambda: None
+    host, _, port = listen.rpartition(":")
+    server, thread = start_http_server(int(port), addr=host, registry=metrics.registry)
+    log.info("serving metrics on http://%s/metrics", listen)
+
+    def close() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return close
 
 
 def build_slots(config: Config, clock: Clock) -> list[Slot]:
@@ -197,18 +206,29 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
             log.warning("sample not accepted by the embedded transport: %s", exc)
 
     agent = build_agent(config, clock, metrics, sink)
-    serve_metrics(config.metrics.listen, metrics)
-    cycle = 0
+    close_metrics = serve_metrics(config.metrics.listen, metrics)
+    try:
+        _run_rounds(config, stop, max_cycles, agent, pipeline)
+    finally:
+        close_metrics()
+        pipeline.transport.close()
+    return pipeline
+
+
+def _run_rounds(config: Config, stop: threading.Event, max_cycles: int | None, agent: Agent,
+                pipeline: Pipeline) -> None:
+    """One agent cycle, then the pipeline until quiet, every ``agent.interval_s``."""
+    clock, cycle = agent.clock, 0
     while not stop.is_set():
         started = clock.now()
         agent.cycle()
         pipeline.pump()
         cycle += 1
+        if agent.notify is not None:  # systemd Type=notify: ready after the first round, then the watchdog
+            agent.notify("READY=1\nWATCHDOG=1" if cycle == 1 else "WATCHDOG=1")
         if max_cycles is not None and cycle >= max_cycles:
             break
         stop.wait(max(config.agent.interval_s - (clock.now() - started), 0.0))
-    pipeline.transport.close()
-    return pipeline
 
 
 def topic_partitions(config: Config) -> dict[str, int]:
@@ -236,10 +256,11 @@ def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None 
     repo = open_repository(config, migrate=False)
     detector = Detector(transport, repo, config.detector, metrics, SystemClock(),
                         hazard=load_scorer(config.detector.hazard))
-    serve_metrics(config.metrics.listen, metrics)
+    close_metrics = serve_metrics(config.metrics.listen, metrics)
     try:
-        detector.run(stop)
+        detector.run(stop, notify=notifier())
     finally:
+        close_metrics()
         detector.consumer.close()
         transport.close()
     return detector
@@ -258,7 +279,9 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     policy = PolicyEngine(repo, config.policy, Breaker(repo, config.policy.breaker, metrics), metrics)
     controller = Controller(transport, repo, policy, config.policy, metrics, clock, signer=signer)
     actuator_service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier)
-    serve_metrics(config.metrics.listen, metrics)
+    close_metrics = serve_metrics(config.metrics.listen, metrics)
+    controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
+    notify, ready = notifier(), False
     try:
         while not stop.is_set():
             try:
@@ -267,7 +290,11 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
             except TransportError as exc:
                 log.error("controller: %s; retrying", exc)
                 stop.wait(1.0)
+            if notify is not None:  # READY once, then WATCHDOG every round (see Detector.run)
+                notify("WATCHDOG=1" if ready else "READY=1\nWATCHDOG=1")
+                ready = True
     finally:
+        close_metrics()
         controller.consumer.close()
         actuator_service.consumer.close()
         transport.close()
@@ -292,7 +319,7 @@ def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = No
         metrics.spool_depth.set(spool.depth())
 
     agent = build_agent(config, clock, metrics, sink, slots)
-    serve_metrics(config.agent.metrics_listen, metrics)
+    close_metrics = serve_metrics(config.agent.metrics_listen, metrics)
     publisher_stop = threading.Event()
     thread = SpoolPublisher(spool, transport, metrics).start(publisher_stop)
     try:
@@ -301,6 +328,7 @@ def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = No
         while spool.depth() and time.monotonic() < deadline:  # give the publisher a moment to flush
             time.sleep(0.05)
     finally:
+        close_metrics()
         publisher_stop.set()
         thread.join(timeout=30)
         transport.close()

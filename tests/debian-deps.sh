@@ -5,6 +5,8 @@ set -euo pipefail
 
 NEEDED=(
     "systemd-analyze systemd"
+    "promtool prometheus"
+    "prometheus prometheus"
 )
 
 missing=()

@@ -35,10 +35,12 @@ class ActuatorService:
         self.metrics = metrics
         self.clock = clock
         self.verifier = verifier or CommandVerifier([process_key()], MemoryNonces(), clock, DEFAULT_MAX_TTL_S)
+        self.group = group
         self.consumer = transport.consumer(group, [COMMANDS])
 
     def step(self, max_messages: int = 100, timeout_s: float = 0.0) -> int:
         messages = self.consumer.poll(max_messages, timeout_s)
+        self.metrics.set_consumer_lag(self.group, self.consumer.lag())
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
             try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from sentinel import codec
 from sentinel.clock import Clock
@@ -18,7 +19,7 @@ from sentinel.detector.hazard_scoring import HazardScorer
 from sentinel.detector.rules import pci_key, sample_rules, xid_rule
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
-from sentinel.events import Finding, GpuReading, LogEvent, TelemetrySample
+from sentinel.events import Finding, GpuReading, LogEvent, Severity, TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
@@ -26,6 +27,8 @@ from sentinel.transport.deadletter import send_dead_letter
 
 log = logging.getLogger(__name__)
 XID_DEDUP_S = 60.0
+RISK_TTL_S = 900.0  # a node's rule-based risk is shown this long after its last critical or fatal finding
+RISKY = (Severity.CRITICAL, Severity.FATAL)
 
 
 class Detector:
@@ -44,6 +47,7 @@ class Detector:
         messages before the committed offset to rebuild windows without acting (decision 0005)."""
         self.transport = transport
         self.repo = repo
+        self.group = group
         self.config = config
         self.metrics = metrics
         self.clock = clock
@@ -60,6 +64,7 @@ class Detector:
     def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
         """Handle what is waiting (up to ``max_messages``); return how many messages were handled."""
         messages = self.consumer.poll(max_messages, timeout_s)
+        self.metrics.set_consumer_lag(self.group, self.consumer.lag())
         if not messages:
             return 0
         started = time.perf_counter()
@@ -93,6 +98,9 @@ class Detector:
             self.transport.publish(self.findings_topic, finding.node, codec.encode(finding))
             self.metrics.messages_published.labels(self.findings_topic).inc()
             self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
+            if finding.severity in RISKY:
+                self.metrics.set_node_risk(finding.node, finding.confidence, now)
+        self.metrics.expire_node_risk(now, RISK_TTL_S)
         self.consumer.commit()
         self.metrics.samples.inc(self.samples_seen - seen_before)
         self.metrics.gpu_samples.inc(self.gpu_samples_seen - gpus_before)
@@ -109,14 +117,21 @@ class Detector:
                 send_dead_letter(self.transport, message, exc.reason, self.metrics, now)
             return None
 
-    def run(self, stop: threading.Event) -> None:
-        """Consume until ``stop`` is set; a failing batch is logged and the loop goes on."""
+    def run(self, stop: threading.Event, notify: Callable[[str], None] | None = None) -> None:
+        """Consume until ``stop`` is set; a failing batch is logged and the loop goes on. ``notify`` (systemd's
+        notify protocol) gets READY=1 after the first poll, then WATCHDOG=1 after every round, failed or not:
+        the watchdog catches a hung loop; a broker outage is the pipeline-lag alert's business, and restarting
+        the detector would not end it."""
+        ready = False
         while not stop.is_set():
             try:
                 self.step(timeout_s=0.5)
             except TransportError as exc:
                 log.error("detector: %s; retrying", exc)
                 stop.wait(1.0)
+            if notify is not None:
+                notify("WATCHDOG=1" if ready else "READY=1\nWATCHDOG=1")
+                ready = True
 
     def on_sample(self, sample: TelemetrySample, now: float) -> list[Finding]:
         window = self.windows.get(sample.node)

@@ -123,6 +123,20 @@ class Queries:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(select(table).order_by(table.c[order_by])).mappings()]
 
+    def node_states(self, silent_before_ts: float) -> dict[str, int]:
+        """Known nodes as drained (held by Sentinel), silent (last sample stored before ``silent_before_ts``) or
+        reporting; a drained node counts only as drained."""
+        n = s.nodes.c
+        drained = n.drained_incident_id.is_not(None)
+        query = select(
+            func.count(),
+            func.count().filter(drained),
+            func.count().filter(~drained & (n.last_seen_ts < silent_before_ts)),
+        ).select_from(s.nodes)
+        with self.engine.connect() as conn:
+            total, held, silent = conn.execute(query).one()
+        return {"reporting": int(total - held - silent), "silent": int(silent), "drained": int(held)}
+
     def open_incident_count(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(_OPEN_INCIDENTS).scalar_one())

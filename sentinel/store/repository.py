@@ -163,7 +163,8 @@ class Repository(Queries):
         with self.engine.begin() as conn:
             return insert_ignore(conn, s.commands, [row]) > 0
 
-    def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> None:
+    def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> int:
+        """Store results not stored yet (ids are stable); return how many were new (exact for one result)."""
         rows = [
             {
                 "id": r.id,
@@ -177,13 +178,15 @@ class Repository(Queries):
             }
             for r in results
         ]
+        added = 0
         with self.engine.begin() as conn:
             if rows:
-                insert_ignore(conn, s.action_results, rows)
+                added = insert_ignore(conn, s.action_results, rows)
             if command_status and rows:
                 conn.execute(
                     update(s.commands).where(s.commands.c.id == rows[0]["command_id"]).values(status=command_status)
                 )
+        return added
 
     def resolve_quiet_incidents(self, quiet_since_ts: float, now: float) -> int:
         """Resolve open incidents (not acted on) without a finding since ``quiet_since_ts``; return how many.

@@ -39,6 +39,10 @@ class Consumer(Protocol):
         """Mark everything returned by ``poll`` so far as done (call after its effects are stored)."""
         ...
 
+    def lag(self) -> dict[str, int]:
+        """Messages per topic between this consumer's position and the high watermark (what is still to read)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -175,15 +175,16 @@ class KafkaTopicConsumer:
                 rewound.add(tp)
         return rewound
 
-    def lag(self) -> int:
-        """Messages between this member's position and the high watermark of its partitions. Uses
-        ``highwater`` (from fetch responses), not ``end_offsets()``, which tansu answers wrongly."""
-        total = 0
+    def lag(self) -> dict[str, int]:
+        """Messages per topic between this member's position and the high watermark of its partitions. Uses
+        ``highwater`` (from fetch responses), not ``end_offsets()``, which tansu answers wrongly; a partition
+        not fetched yet has no watermark and counts 0 until the first fetch."""
+        out: dict[str, int] = {}
         for tp in self.consumer.assignment():
             high = self.consumer.highwater(tp)
-            if high is not None:
-                total += max(high - self.consumer.position(tp), 0)
-        return total
+            behind = max(high - self.consumer.position(tp), 0) if high is not None else 0
+            out[tp.topic] = out.get(tp.topic, 0) + behind
+        return out
 
     def commit(self) -> None:
         try:

@@ -120,5 +120,13 @@ class MemoryConsumer:
                 t.committed[self._group] = position
                 self._t._trim(t)
 
+    def lag(self) -> dict[str, int]:
+        with self._t._cond:
+            out: dict[str, int] = {}
+            for name in self._topics:
+                t = self._t._topic(name)
+                out[name] = max(t.base + len(t.log) - self._position[name], 0)
+            return out
+
     def close(self) -> None:
         """Uncommitted messages stay in the topic and are delivered again to the next consumer of the group."""
