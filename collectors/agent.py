@@ -25,7 +25,7 @@ from sentinel.transport import LOGS, TELEMETRY
 
 log = logging.getLogger(__name__)
 
-SlotKind = Literal["gpus", "nics", "host", "logs"]
+SlotKind = Literal["gpus", "nics", "host", "logs", "jobs"]
 Item = tuple[str, str | None, bytes]
 MAX_BACKOFF_S = 60.0
 
@@ -44,6 +44,7 @@ class Agent:
     def __init__(self, node: str, slots: list[Slot], sink: Callable[[list[Item]], None], metrics: Metrics,
                  clock: Clock, interval_s: float, notify: Callable[[str], None] | None = None) -> None:
         self.node = node
+        self.jobs: list[str] = []
         self.slots = slots
         self.sink = sink
         self.metrics = metrics
@@ -77,11 +78,13 @@ class Agent:
                 nics.extend(value)
             elif slot.kind == "host":
                 host = value
+            elif slot.kind == "jobs":
+                self.jobs = value  # kept between reads: the job slot runs less often than the sample
             else:
                 logs.extend(value)
         self.seq += 1
         sample = TelemetrySample(node=self.node, ts=now, seq=self.seq, interval_s=self.interval_s, gpus=gpus,
-                                 nics=nics, host=host, collector_errors=errors)
+                                 nics=nics, host=host, collector_errors=errors, jobs=self.jobs)
         items: list[Item] = [(TELEMETRY, self.node, codec.encode(sample))]
         items += [(LOGS, self.node, codec.encode(event)) for event in logs]
         self.sink(items)

@@ -10,6 +10,7 @@ from collectors.host import HostCollector
 from collectors.kmsg import KmsgSource
 from collectors.nic import NicCollector
 from collectors.nvml import NvmlCollector
+from collectors.slurm_jobs import DEFAULT_INTERVAL_S, SlurmJobs
 from sentinel.clock import Clock
 from sentinel.config import Config
 
@@ -34,12 +35,18 @@ def _nic(config: Config, node: str, clock: Clock) -> list[Slot]:
     return [_slot(config, "nic", "nics", collector.read)]
 
 
+def _slurm_jobs(config: Config, node: str, clock: Clock) -> list[Slot]:
+    return [Slot("slurm-jobs", "jobs", SlurmJobs(node).read, config.agent.intervals.get("slurm-jobs",
+                                                                                     DEFAULT_INTERVAL_S))]
+
+
 COLLECTORS: dict[str, Factory] = {
     "host": lambda config, node, clock: [_slot(config, "host", "host", HostCollector(disk_path=".").read)],
     "nvml": _nvml,
     "dcgm": lambda config, node, clock: [_slot(config, "dcgm", "gpus", DcgmCollector(
         config.agent.dcgm.url, config.agent.dcgm.timeout_s).read)],
     "nic": _nic,
+    "slurm-jobs": _slurm_jobs,
     "kmsg": lambda config, node, clock: [_slot(config, "kmsg", "logs", KmsgSource(
         config.agent.kmsg.path, node=node, clock=clock, state_path=config.agent.kmsg.state_path or None).read)],
 }

@@ -128,7 +128,7 @@ class Controller:
         self.repo.add_finding(finding, incident.id)
         request = self.policy.operator_request(incident, finding, now)
         if request is not None and self.repo.add_decision(request):
-            log.warning("operator queue: %s on %s (%s)", request.action, request.node, request.reason)
+            log.info("operator queue: %s on %s (%s)", request.action, request.node, request.reason)
         decision = self.policy.decide(incident, finding, max(self.repo.node_count(), 1), now)
         if decision is None:
             return None

@@ -205,6 +205,9 @@ class TelemetrySample(Record, tag="telemetry", frozen=True):
     nics: list[NicReading] = msgspec.field(default_factory=list)
     host: HostReading | None = None
     collector_errors: dict[str, Text] = msgspec.field(default_factory=dict)
+    # Scheduler jobs running on the node (Slurm job ids, pod owners): nodes that share a job are peers.
+    jobs: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=128)]], msgspec.Meta(max_length=64)] = (
+        msgspec.field(default_factory=list))
 
 
 class LogEvent(Record, tag="log", frozen=True):

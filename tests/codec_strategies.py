@@ -141,6 +141,7 @@ samples = st.builds(
     nics=st.lists(nic_readings, max_size=2),
     host=opt(host_readings),
     collector_errors=st.dictionaries(st.text(max_size=10), texts, max_size=2),
+    jobs=st.lists(st.text(min_size=1, max_size=12), max_size=3),
 )
 log_events = st.builds(
     LogEvent,

@@ -16,6 +16,7 @@ from sentinel import codec
 from sentinel.clock import Clock
 from sentinel.config import DetectorConfig
 from sentinel.detector.hazard_scoring import HazardScorer
+from sentinel.detector.peers import PeerComparison
 from sentinel.detector.rules import pci_key, sample_rules, xid_rule
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
@@ -60,6 +61,7 @@ class Detector:
         self.windows: dict[str, NodeWindow] = {}
         self.last_gpus: dict[str, dict[int, GpuReading]] = {}
         self.hazard = hazard  # None: rules only
+        self.peers = PeerComparison()
 
     def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
         """Handle what is waiting (up to ``max_messages``); return how many messages were handled."""
@@ -89,6 +91,8 @@ class Detector:
                 finding = self.on_log(record, now)
                 if finding is not None:
                     findings.append(finding)
+        if live_nodes:
+            findings.extend(self.peers.evaluate(self.windows, live_nodes, now))
         if self.hazard is not None and live_nodes:
             findings.extend(self.hazard.score(self.windows, live_nodes, now))
         self.repo.record_samples(samples)
@@ -141,6 +145,7 @@ class Detector:
             log.debug("out-of-order sample from %s ignored (%.3f < %.3f)", sample.node, sample.ts, window.last_ts)
             return []
         window.push(sample)
+        self.peers.observe(sample.node, sample.jobs)
         self.samples_seen += 1
         self.gpu_samples_seen += len(sample.gpus)
         previous = self.last_gpus.get(sample.node, {})

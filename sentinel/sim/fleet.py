@@ -256,8 +256,9 @@ class Fleet:
                                        "symbol_error": int(step.ib_symbol_error[i]),
                                        "link_error_recovery": int(step.ib_link_error_recovery[i]),
                                        "link_downed": int(step.ib_link_downed[i])})
+            jobs = [f"sim-job-{int(step.job[i])}"] if step.job[i] >= 0 else []
             out.append(TelemetrySample(node=node_name(i), ts=ts, seq=int(step.t_s / self.sc.step_s), gpus=gpus,
-                                       nics=[nic]))
+                                       nics=[nic], jobs=jobs))
         return out
 
     def logs(self, step: Step) -> list[LogEvent]:
