@@ -21,7 +21,8 @@ from collectors.registry import COLLECTORS
 from collectors.spool import Spool
 from sentinel.actuator import Actuator
 from sentinel.actuator.service import ActuatorService
-from sentinel.actuator.steps import DryRunActuator
+from sentinel.actuator.slurm import SlurmScheduler
+from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.clock import Clock, SystemClock
 from sentinel.config import Config
 from sentinel.controller import Controller
@@ -45,6 +46,7 @@ TRANSPORTS: dict[str, Callable[[Config], Transport]] = {
 }
 ACTUATORS: dict[str, Callable[[Config, Clock], Actuator]] = {
     "dryrun": lambda config, clock: DryRunActuator(clock),
+    "slurm": lambda config, clock: SchedulerActuator(SlurmScheduler(config.actuator.slurm), clock),
 }
 
 
