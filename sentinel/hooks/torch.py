@@ -132,7 +132,8 @@ class CheckpointHook:
             self._complete(step, path, request_id, started)
             return
         if self.async_save:
-            future = dcp.async_save(self.state, checkpoint_id=str(path), process_group=self.save_group)
+            response = dcp.async_save(self.state, checkpoint_id=str(path), process_group=self.save_group)
+            future = response if isinstance(response, Future) else response.upload_completion
             future.add_done_callback(lambda f: self._done(f, step, path, request_id, started))
             self.pending = future
         else:
