@@ -16,6 +16,7 @@ from typing import Any
 
 from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
+from sentinel.verbs.actuate import cmd_bench_actuate
 from sentinel.verbs.bench import (
     cmd_bench_agent,
     cmd_bench_codec,
@@ -163,6 +164,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="circuit breaker: share of the fleet drained per hour (default 0.1, the product default)")
     detect.add_argument("--json", action="store_true", help="print results as JSON")
     detect.set_defaults(func=cmd_bench_detect)
+    actuate = bench.add_parser("actuate", parents=[common], help="decision -> drain, checkpoint -> ack and requeue -> "
+                                                                 "running on a running Slurm cluster (SLURM_CONF)")
+    actuate.add_argument("--slurm-conf", metavar="FILE", help="the cluster's slurm.conf (default: $SLURM_CONF)")
+    actuate.add_argument("--drains", type=int, default=30, help="decision -> drain samples (default 30)")
+    actuate.add_argument("--checkpoints", type=int, default=5, help="checkpoint handshakes (default 5)")
+    actuate.add_argument("--requeues", type=int, default=3, help="requeues of the job (default 3)")
+    actuate.add_argument("--workdir", metavar="DIR", help="folder shared with the nodes for the job's checkpoints "
+                                                          "and acknowledgements (default: a new temporary folder)")
+    actuate.add_argument("--json", action="store_true", help="print results as JSON")
+    actuate.set_defaults(func=cmd_bench_actuate)
     return parser
 
 

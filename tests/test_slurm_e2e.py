@@ -17,6 +17,7 @@ from sentinel.config import from_mapping
 from sentinel.daemon import Pipeline, build_pipeline
 from sentinel.events import GpuReading, GpuState, TelemetrySample
 from sentinel.hooks import ack
+from sentinel.hooks.batch import batch_script
 from sentinel.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import TELEMETRY
@@ -53,19 +54,6 @@ def make_rig(slurm: SlurmCluster, repo: Repository, tmp_path: Path, clock: Clock
     return rig
 
 
-def batch_script(tmp_path: Path) -> str:
-    """The batch script docs/hooks.md recommends, running the shipped example job on 2 ranks."""
-    return f"""#!/bin/bash
-export SENTINEL_ACK_DIR={tmp_path / "ack"}
-trap 'kill -USR1 "$step" 2>/dev/null' USR1
-srun {sys.executable} -m sentinel.hooks.example_train --checkpoint-dir {tmp_path / "ckpt"} --steps 400 \\
-    --step-s {STEP_S} --progress {tmp_path / "progress"} &
-step=$!
-while :; do wait "$step"; rc=$?; kill -0 "$step" 2>/dev/null || break; done
-exit $rc
-"""
-
-
 def progress(tmp_path: Path) -> list[tuple[int, int, int]]:
     """(restart, step completed, step resumed from) lines rank 0 wrote."""
     path = tmp_path / "progress"
@@ -75,7 +63,9 @@ def progress(tmp_path: Path) -> list[tuple[int, int, int]]:
 
 def test_a_hot_gpu_gets_the_job_checkpointed_drained_requeued_and_resumed(slurm: SlurmCluster, repo: Repository,
                                                                          tmp_path: Path) -> None:
-    job = slurm.submit(batch_script(tmp_path), "-N1", "-n2", "--requeue", "--open-mode=append",
+    script = batch_script(sys.executable, str(tmp_path / "ack"), str(tmp_path / "ckpt"), str(tmp_path / "progress"),
+                          step_s=STEP_S)
+    job = slurm.submit(script, "-N1", "-n2", "--requeue", "--open-mode=append",
                        "-o", str(tmp_path / "job.log"))
     try:
         wait_for(lambda: len(progress(tmp_path)) >= 2, 60, "the job to train two steps")

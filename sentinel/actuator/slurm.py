@@ -76,7 +76,7 @@ class SlurmScheduler:
     def _run(self, argv: Sequence[str], tolerate: re.Pattern[str] | None = None) -> Completed:
         """Run one Slurm command; retry with backoff while slurmctld is unreachable; raise on any other failure
         unless its message matches ``tolerate`` (then the caller reads the result)."""
-        return self._retrying(lambda: self._once(self._argv(*argv), tolerate), " ".join(argv[:3]))
+        return self._retrying(lambda: self._once(self.command(*argv), tolerate), " ".join(argv[:3]))
 
     def _once(self, argv: list[str], tolerate: re.Pattern[str] | None) -> Completed:
         done = self.runner.run(argv, self.config.command_timeout_s)
@@ -106,21 +106,24 @@ class SlurmScheduler:
 
     # --- reading state -----------------------------------------------------------------------------------------
     def jobs(self) -> list[SlurmJob]:
-        return self._retrying(lambda: parse_jobs(self._once(self._argv("squeue", "--json"), None).stdout), "squeue")
+        return self._retrying(lambda: parse_jobs(self._once(self.command("squeue", "--json"), None).stdout), "squeue")
 
     def job(self, job_id: str) -> SlurmJob | None:
         check_job(job_id)
         return next((j for j in self.jobs() if j.job_id == job_id), None)
 
+    def nodes(self) -> list[SlurmNode]:
+        return self._retrying(lambda: parse_nodes(self._once(self.command("sinfo", "--json"), None).stdout), "sinfo")
+
     def node(self, name: str) -> SlurmNode:
         check_node(name)
-        found = self._retrying(lambda: parse_nodes(self._once(self._argv("sinfo", "--json"), None).stdout), "sinfo")
-        for node in found:
+        for node in self.nodes():
             if node.name == name:
                 return node
         raise ActuatorError(f"Slurm has no node named {name!r}")
 
-    def _argv(self, *argv: str) -> list[str]:
+    def command(self, *argv: str) -> list[str]:
+        """``argv`` with the program found in ``bin_dir`` when one is configured."""
         return [os.path.join(self.config.bin_dir, argv[0]) if self.config.bin_dir else argv[0], *argv[1:]]
 
     # --- the Scheduler protocol --------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 Run one process per rank, e.g. ``srun python -m sentinel.hooks.example_train --checkpoint-dir DIR --steps 100``
 in a batch script (docs/hooks.md). Ranks come from Slurm (SLURM_PROCID, SLURM_NTASKS) or torchrun (RANK,
 WORLD_SIZE); CPU and gloo, so it runs anywhere. The end-to-end test and ``sentinel bench actuate`` use it; each
-completed step is appended to ``--progress`` as ``<restart> <step>`` by rank 0, so they can tell what work a
-restart lost.
+completed step is appended to ``--progress`` as ``<restart> <step> <resumed from>`` by rank 0, so they can tell
+what work a restart lost.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--step-s", type=float, default=0.5, help="extra time per step (stands in for compute)")
     parser.add_argument("--every", type=int, default=0, help="also checkpoint every N steps (0: only on request)")
-    parser.add_argument("--progress", help="file rank 0 appends '<restart> <step>' to after each step")
+    parser.add_argument("--progress", help="file rank 0 appends '<restart> <step> <resumed from>' to per step")
     args = parser.parse_args()
     rank, _ = init_distributed()
     torch.manual_seed(0)
