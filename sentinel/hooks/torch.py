@@ -71,7 +71,7 @@ class CheckpointHook:
         self.flag_group = dist.new_group(backend="gloo") if dist.is_initialized() else None
         self.save_group = dist.new_group(backend="gloo") if dist.is_initialized() else None
         self.signalled = threading.Event()
-        self.pending: Future[Any] | None = None
+        self.pending: tuple[Future[Any], threading.Event] | None = None
         self.saved_step = -1
         last = ack.read_ack(self.ack_dir, self.job_id) if self.ack_dir and self.job_id else None
         self.handled = {last.request_id} if last else set()  # a requeued job must not answer an old request
@@ -94,7 +94,8 @@ class CheckpointHook:
         if latest is None:
             return 0
         step, path = latest
-        dcp.load(self.state, checkpoint_id=str(path), process_group=self.save_group)
+        dcp.load(self.state, checkpoint_id=str(path), process_group=self.save_group,
+                     no_dist=self.save_group is None)
         self.saved_step = step
         log.info("rank %d resumed from %s (step %d)", self.rank, path, step)
         return step
@@ -132,19 +133,26 @@ class CheckpointHook:
             self._complete(step, path, request_id, started)
             return
         if self.async_save:
-            response = dcp.async_save(self.state, checkpoint_id=str(path), process_group=self.save_group)
+            response = dcp.async_save(self.state, checkpoint_id=str(path), process_group=self.save_group,
+                     no_dist=self.save_group is None)
             future = response if isinstance(response, Future) else response.upload_completion
-            future.add_done_callback(lambda f: self._done(f, step, path, request_id, started))
-            self.pending = future
+            finished = threading.Event()  # set once the marker and ack are written, after the future resolved
+            future.add_done_callback(lambda f: self._done(f, step, path, request_id, started, finished))
+            self.pending = (future, finished)
         else:
-            dcp.save(self.state, checkpoint_id=str(path), process_group=self.save_group)
+            dcp.save(self.state, checkpoint_id=str(path), process_group=self.save_group,
+                     no_dist=self.save_group is None)
             self._complete(step, path, request_id, started)
 
-    def _done(self, future: Future[Any], step: int, path: Path, request_id: str | None, started: float) -> None:
-        if future.exception() is not None:
-            log.error("checkpoint %s failed: %s", path, future.exception())
-            return
-        self._complete(step, path, request_id, started)
+    def _done(self, future: Future[Any], step: int, path: Path, request_id: str | None, started: float,
+              finished: threading.Event) -> None:
+        try:
+            if future.exception() is not None:
+                log.error("checkpoint %s failed: %s", path, future.exception())
+                return
+            self._complete(step, path, request_id, started)
+        finally:
+            finished.set()
 
     def _complete(self, step: int, path: Path, request_id: str | None, started: float) -> None:
         self.saved_step = step
@@ -161,8 +169,10 @@ class CheckpointHook:
     def wait(self) -> None:
         """Block until a save in the background has finished."""
         if self.pending is not None:
-            self.pending.result()
+            future, finished = self.pending
             self.pending = None
+            future.result()
+            finished.wait()
 
     def close(self) -> None:
         self.wait()
