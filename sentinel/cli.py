@@ -16,7 +16,7 @@ from typing import Any
 
 from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
-from sentinel.verbs.actuate import cmd_bench_actuate
+from sentinel.verbs.actuate import cmd_bench_actuate, cmd_resume
 from sentinel.verbs.bench import (
     cmd_bench_agent,
     cmd_bench_codec,
@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     incidents.add_argument("--since", metavar="DURATION", help="only incidents updated in the last DURATION (1h, 2d)")
     incidents.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
     verb("status", "summary of the store, policy mode and breaker", cmd_status)
+
+    resume = verb("resume", "return a node Sentinel drained to service (Slurm; only nodes with our drain reason) "
+                  "and resolve its incident", cmd_resume)
+    resume.add_argument("node", metavar="NODE")
 
     breaker = verb("breaker", "show or reset the circuit breaker", cmd_breaker)
     breaker.add_argument("action", choices=("status", "reset"), nargs="?", default="status")

@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from sentinel import cli, codec
 from sentinel.clock import Clock, ManualClock, SystemClock
 from sentinel.config import from_mapping
@@ -103,7 +105,8 @@ def test_a_hot_gpu_gets_the_job_checkpointed_drained_requeued_and_resumed(slurm:
 
 
 def test_a_storm_opens_the_breaker_which_stays_open_until_an_operator_resets_it(
-        slurm: SlurmCluster, repo: Repository, tmp_path: Path, sqlite_url: str) -> None:
+        slurm: SlurmCluster, repo: Repository, tmp_path: Path, sqlite_url: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     clock = ManualClock()
     rig = make_rig(slurm, repo, tmp_path, clock, max_fraction=0.25)  # 4 nodes: one per hour
     clock.advance(10)
@@ -133,3 +136,13 @@ def test_a_storm_opens_the_breaker_which_stays_open_until_an_operator_resets_it(
     after = [d for d in repo.table("decisions") if d["node"] == NODES[3]]
     assert [d["mode"] for d in after] == ["execute"]
     assert (slurm.drained(NODES[3]) or "").startswith(f"sentinel: inc-{NODES[3]}-")
+
+    # After the repair the operator returns the node; only drains Sentinel wrote are resumed.
+    monkeypatch.setenv("SENTINEL__ACTUATOR__KIND", "slurm")
+    monkeypatch.setenv("SENTINEL__ACTUATOR__SLURM__SLURM_CONF", slurm.conf)
+    assert cli.main(["resume", NODES[3], "--db", sqlite_url]) == 0
+    assert slurm.drained(NODES[3]) is None and repo.open_incident(NODES[3]) is None
+    slurm.run("scontrol", "update", f"nodename={held}", "state=drain", "reason=fan replaced (operator)")
+    assert cli.main(["resume", held, "--db", sqlite_url]) == 1
+    assert "refusing to resume" in capsys.readouterr().err
+    assert slurm.drained(held) == "fan replaced (operator)"

@@ -1,4 +1,5 @@
-"""Verbs of the actuation area: ``sentinel bench actuate`` (on a running Slurm cluster)."""
+"""Verbs of the actuation area: ``sentinel resume NODE`` and ``sentinel bench actuate`` (on a running Slurm
+cluster)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import sys
 
 from sentinel.errors import ConfigError
-from sentinel.verbs import EXIT_EXPECTATION, EXIT_OK
+from sentinel.verbs import EXIT_EXPECTATION, EXIT_OK, load_config, open_repo, out
 
 
 def cmd_bench_actuate(args: argparse.Namespace) -> int:
@@ -26,3 +27,30 @@ def cmd_bench_actuate(args: argparse.Namespace) -> int:
                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
     print(json.dumps(result, indent=2) if args.json else render_actuate(result))
     return EXIT_OK if result["meets_goal"] else EXIT_EXPECTATION
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Return a node Sentinel drained to service, and close its incident (after the repair)."""
+    import time
+
+    import msgspec
+
+    from sentinel.actuator.slurm import SlurmScheduler
+    from sentinel.events import IncidentStatus
+
+    config = load_config(args)
+    if config.actuator.kind != "slurm":
+        raise ConfigError(f"actuator.kind: is {config.actuator.kind!r}; `sentinel resume` returns Slurm nodes to "
+                          'service (actuator.kind = "slurm")')
+    resumed = SlurmScheduler(config.actuator.slurm).resume(args.node)  # refuses nodes someone else drained
+    repo = open_repo(args)
+    incident = repo.open_incident(args.node)
+    if incident is not None:
+        repo.save_incident(msgspec.structs.replace(incident, status=IncidentStatus.RESOLVED, updated_ts=time.time()))
+    repo.set_node_drained(args.node, None)
+    data = {"node": args.node, "resumed": resumed, "incident_resolved": incident.id if incident else None}
+    text = f"{args.node}: " + ("returned to service" if resumed else "was not drained; nothing to resume")
+    if incident is not None:
+        text += f"; incident {incident.id} resolved"
+    out(args, data, text)
+    return EXIT_OK
