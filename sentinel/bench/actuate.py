@@ -89,6 +89,7 @@ def run_actuate_bench(slurm_conf: str, drains: int = 30, checkpoints: int = 5, r
     progress(f"decision -> drain accepted, {drains} times over {', '.join(nodes)}")
     for i in range(drains):
         node = nodes[i % len(nodes)]
+        _ready(slurm, node)
         accepted.append(_decision_to_drain(config, node, work, i))
         slurm.resume(node)
         started = time.monotonic()
@@ -154,6 +155,7 @@ def _job_measures(slurm: SlurmScheduler, work: Path, checkpoints: int, requeues:
             resumed.append(time.monotonic() - started)
             for node in drained:
                 slurm.resume(node)
+                _ready(slurm, node)
             drained.clear()
     finally:
         slurm.runner.run(slurm.command("scancel", job), 30)
@@ -167,6 +169,12 @@ def _job_measures(slurm: SlurmScheduler, work: Path, checkpoints: int, requeues:
         "requeue_running_p50_s": _pct(running, 50), "requeue_running_max_s": _pct(running, 100),
         "requeue_resumed_training_p50_s": _pct(resumed, 50),
     }
+
+
+def _ready(slurm: SlurmScheduler, node: str) -> None:
+    """Wait until a node we resumed answers again (Slurm shows it ``idle*`` for a moment after a resume), so no
+    sample includes a node coming back."""
+    _until(lambda: "NOT_RESPONDING" not in slurm.node(node).states, 30, f"{node} to answer after the resume")
 
 
 def _running_again(slurm: SlurmScheduler, job: str, restarts: int) -> bool:
