@@ -49,10 +49,6 @@ stop_recorded() {
     rm -f -- "$file"
 }
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
 install_packages() {
     local missing=() tool pkg
     for entry in "munged munge" "slurmctld slurmctld" "slurmd slurmd" "sbatch slurm-client"; do
@@ -105,7 +101,10 @@ KillWait=2
 MinJobAge=300
 MessageTimeout=5
 GresTypes=gpu
-NodeName=node[1-4] NodeHostname=localhost NodeAddr=127.0.0.1 Port=[$node_ports] CPUs=4 RealMemory=1000 Gres=gpu:8 State=UNKNOWN
+$(for i in 1 2 3 4; do
+    printf 'NodeName=node%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%s CPUs=4 RealMemory=1000 Gres=gpu:8 State=UNKNOWN\n' \
+        "$i" "$(cut -d' ' -f"$i" <<<"$node_ports")"
+done)
 PartitionName=batch Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP
 EOF
     local IFS=,
@@ -168,20 +167,25 @@ start_nodes() {
 cmd_start() {
     local dir="$1"
     install_packages
-    cmd_stop "$dir"
+    [[ -d "$dir" ]] && cmd_stop "$dir"  # leftovers of an interrupted run: ours only (PID files in DIR)
     mkdir -p "$dir"/{dev,spool,ctld-state}
     dir="$(cd "$dir" && pwd -P)"
     chmod 0755 "$dir"
-    local ctld_port first
-    ctld_port="$(free_port)"
-    first="$(free_port)"
-    # Four consecutive ports from a free one; slurmd reports a clear error if one is taken meanwhile.
-    write_conf "$dir" "$ctld_port" "$first-$((first + 3))"
+    # Five distinct free ports: slurmctld's and one per slurmd.
+    local ports
+    ports="$(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(5)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+')"
+    write_conf "$dir" "${ports%% *}" "${ports#* }"
     start_munge "$dir"
     start_ctld "$dir"
     start_nodes "$dir"
     printf 'export SLURM_CONF=%s\nexport SENTINEL_TEST_SLURM=%s\n' "$dir/slurm.conf" "$dir" >"$dir/slurm.env"
-    log "started munged, slurmctld (127.0.0.1:$ctld_port) and slurmd ${NODES[*]} in $dir"
+    log "started munged, slurmctld (127.0.0.1:${ports%% *}) and slurmd ${NODES[*]} (ports ${ports#* }) in $dir"
 }
 
 cmd_stop() {
@@ -195,6 +199,7 @@ cmd_stop() {
     stop_recorded "$dir/slurmctld.pid" slurmctld slurmctld
     stop_recorded "$dir/munged.pid" munged munged
     rm -rf -- "$dir"
+    log "stopped what it had started in $dir"
 }
 
 main() {
