@@ -24,7 +24,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from sentinel.actuator.runner import NOT_FOUND, TIMED_OUT, CommandRunner, Completed, SubprocessRunner
 from sentinel.actuator.slurm_state import (
@@ -43,6 +44,7 @@ from sentinel.errors import ActuatorError
 from sentinel.hooks import ack
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 OWNED_PREFIX = OWNED_REASON_PREFIX  # the controller writes "sentinel: <incident> <summary>"
 UNREACHABLE = re.compile(
@@ -89,7 +91,7 @@ class SlurmScheduler:
             raise ActuatorError(f"{message} (set actuator.slurm.bin_dir)")
         raise ActuatorError(f"{' '.join(argv[:4])}: exit {done.returncode}: {message}")
 
-    def _retrying(self, call, what: str):  # type: ignore[no-untyped-def]
+    def _retrying(self, call: Callable[[], T], what: str) -> T:
         deadline = time.monotonic() + self.config.unreachable_timeout_s
         delay = self.config.backoff_initial_s
         while True:

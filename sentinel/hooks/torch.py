@@ -55,9 +55,11 @@ class TrainState:
 class CheckpointHook:
     def __init__(self, state: dict[str, Any], checkpoint_dir: str | Path, ack_dir: str | Path | None = None,
                  job_id: str | None = None, every_steps: int = 0, signal_name: str = "USR1",
-                 async_save: bool = True, keep: int = 2) -> None:
+                 async_save: bool = True, keep: int = 2, wait_on_request: bool = True) -> None:
         """``state`` maps names to tensors or Stateful objects (``TrainState``); ``ack_dir`` defaults to
-        $SENTINEL_ACK_DIR and ``job_id`` to $SLURM_JOB_ID. ``every_steps`` > 0 also saves periodically.
+        $SENTINEL_ACK_DIR and ``job_id`` to $SLURM_JOB_ID. ``every_steps`` > 0 also saves periodically (in the
+        background). A save Sentinel asked for is waited for at its boundary (``wait_on_request``): the job is
+        about to be requeued, and steps trained while it is written would be lost with the node.
         Construct it on every rank after ``init_process_group`` (it creates its own process groups)."""
         self.state = state
         self.dir = Path(checkpoint_dir)
@@ -67,6 +69,7 @@ class CheckpointHook:
         self.every_steps = every_steps
         self.async_save = async_save and hasattr(dcp, "async_save")
         self.keep = max(keep, 1)
+        self.wait_on_request = wait_on_request
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.flag_group = dist.new_group(backend="gloo") if dist.is_initialized() else None
         self.save_group = dist.new_group(backend="gloo") if dist.is_initialized() else None
@@ -122,6 +125,8 @@ class CheckpointHook:
         if request is not None:
             self.handled.add(request.request_id)
         self.save(step, request_id)
+        if flag[0] and self.wait_on_request:
+            self.wait()  # the job is about to be moved: steps run during the save would be lost anyway
         return True
 
     def save(self, step: int, request_id: str | None = None) -> None:
