@@ -85,6 +85,7 @@ def test_a_hot_gpu_gets_the_job_checkpointed_drained_requeued_and_resumed(slurm:
         steps = [(r["step"], r["status"], r["job_ids"]) for r in repo.table("action_results")]
         assert steps == [("checkpoint", "ok", [job]), ("drain", "ok", []), ("requeue", "ok", [job]),
                          ("verify", "ok", [])]
+        assert repo.drained_by(node) == decisions[0]["incident_id"]  # incident mitigated, node held drained
         assert (slurm.drained(node) or "").startswith(f"sentinel: inc-{node}-")
         assert slurm.drained(node) == commands[0]["drain_reason"]
         saved = ack.read_ack(tmp_path / "ack", job)
