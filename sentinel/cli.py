@@ -16,6 +16,7 @@ from typing import Any
 
 from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
+from sentinel.verbs.actuate import cmd_bench_actuate, cmd_resume
 from sentinel.verbs.actuation import cmd_keygen, cmd_requests
 from sentinel.verbs.bench import (
     cmd_bench_agent,
@@ -122,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
     incidents.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
     verb("status", "summary of the store, policy mode and breaker", cmd_status)
 
+    resume = verb("resume", "return a node Sentinel drained to service (Slurm; only nodes with our drain reason) "
+                  "and resolve its incident", cmd_resume)
+    resume.add_argument("node", metavar="NODE")
+
     breaker = verb("breaker", "show or reset the circuit breaker", cmd_breaker)
     breaker.add_argument("action", choices=("status", "reset"), nargs="?", default="status")
     requests = verb("requests", "the operator queue: GPU reset and reboot requests (never executed by Sentinel)",
@@ -200,6 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_bench_parsers(bench, common)
     add_forecast_verbs(verb, bench, common)
     add_bench_alerting(bench, common)
+    actuate = bench.add_parser("actuate", parents=[common], help="decision -> drain, checkpoint -> ack and requeue -> "
+                                                                 "running on a running Slurm cluster (SLURM_CONF)")
+    actuate.add_argument("--slurm-conf", metavar="FILE", help="the cluster's slurm.conf (default: $SLURM_CONF)")
+    actuate.add_argument("--drains", type=int, default=30, help="decision -> drain samples (default 30)")
+    actuate.add_argument("--checkpoints", type=int, default=5, help="checkpoint handshakes (default 5)")
+    actuate.add_argument("--requeues", type=int, default=3, help="requeues of the job (default 3)")
+    actuate.add_argument("--workdir", metavar="DIR", help="folder shared with the nodes for the job's checkpoints "
+                                                          "and acknowledgements (default: a new temporary folder)")
+    actuate.add_argument("--json", action="store_true", help="print results as JSON")
+    actuate.set_defaults(func=cmd_bench_actuate)
     return parser
 
 

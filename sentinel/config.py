@@ -262,9 +262,39 @@ class KubernetesConfig(_Section, frozen=True):
                 is not None, "taint_key", "must be a Kubernetes label key like sentinel.dev/failing", self.taint_key)
 
 
+class SlurmActuatorConfig(_Section, frozen=True):
+    """``actuator.slurm``: how Sentinel drives Slurm (docs/actuation-slurm.md)."""
+
+    bin_dir: str = ""  # folder holding scontrol, squeue, sinfo, scancel; "" = found on PATH
+    slurm_conf: str = ""  # SLURM_CONF for those commands; "" = Slurm's own default
+    signal: str = "USR1"  # sent to the job to ask for a checkpoint (scancel --signal)
+    signal_target: Literal["batch", "full"] = "batch"  # scancel --batch (the batch shell) or --full (all of it)
+    ack_dir: str = "/var/lib/sentinel/ack"  # shared with the jobs: request and acknowledgement files
+    ack_timeout_s: float = 120.0  # give up waiting for a job's checkpoint after this long (then drain anyway)
+    poll_s: float = 0.1  # how often acknowledgements and job states are read while waiting
+    command_timeout_s: float = 15.0  # one scontrol/squeue/sinfo/scancel call
+    unreachable_timeout_s: float = 300.0  # keep retrying while slurmctld does not answer (default: a command's TTL)
+    backoff_initial_s: float = 0.5
+    backoff_max_s: float = 10.0
+    requeue_start_timeout_s: float = 15.0  # nudge a requeued job (StartTime=now, release) until it may start
+
+    def __post_init__(self) -> None:
+        import signal as signals
+
+        require(f"SIG{self.signal.upper()}" in signals.Signals.__members__ and self.signal.isalnum(), "signal",
+                "must be a signal name such as USR1, USR2 or TERM", self.signal)
+        require(bool(self.ack_dir), "ack_dir", "must name a folder shared with the jobs", self.ack_dir)
+        for name in ("ack_timeout_s", "poll_s", "command_timeout_s", "unreachable_timeout_s", "backoff_initial_s",
+                     "backoff_max_s", "requeue_start_timeout_s"):
+            _positive(name, getattr(self, name))
+        require(self.backoff_max_s >= self.backoff_initial_s, "backoff_max_s", "must be >= backoff_initial_s",
+                self.backoff_max_s)
+
+
 class ActuatorConfig(_Section, frozen=True):
     kind: str = "dryrun"
     kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
+    slurm: SlurmActuatorConfig = msgspec.field(default_factory=SlurmActuatorConfig)
 
 
 class SecurityConfig(_Section, frozen=True):

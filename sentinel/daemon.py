@@ -22,6 +22,7 @@ from collectors.spool import Spool
 from sentinel.actuator import Actuator
 from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
+from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.clock import Clock, SystemClock
 from sentinel.config import Config
@@ -48,6 +49,7 @@ TRANSPORTS: dict[str, Callable[[Config], Transport]] = {
 ACTUATORS: dict[str, Callable[[Config, Clock], Actuator]] = {
     "dryrun": lambda config, clock: DryRunActuator(clock),
     "kubernetes": lambda config, clock: _kubernetes(config, clock),
+    "slurm": lambda config, clock: SchedulerActuator(SlurmScheduler(config.actuator.slurm), clock),
 }
 
 

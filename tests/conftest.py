@@ -51,3 +51,11 @@ def kafka_bootstrap() -> str:
             pytest.fail("SENTINEL_TEST_KAFKA is not set: tests/services.sh did not start tansu")
         pytest.skip("no Kafka broker: run through `make test` (tests/services.sh starts tansu)")
     return bootstrap
+
+
+@pytest.fixture
+def slurm():  # type: ignore[no-untyped-def]
+    """The real Slurm cluster tests/services.sh started (tests/slurm.sh), with no jobs and no drained node."""
+    from tests.slurm_cluster import cluster_from_env
+
+    return cluster_from_env()

@@ -7,12 +7,16 @@ NEEDED=(
     "systemd-analyze systemd"
     "promtool prometheus"
     "prometheus prometheus"
+    "munged munge"              # the Slurm test cluster (tests/slurm.sh, the `slurm` service of tests/services.sh)
+    "slurmctld slurmctld"
+    "slurmd slurmd"
+    "sbatch slurm-client"
 )
 
 missing=()
 for entry in "${NEEDED[@]}"; do
     read -r tool package <<<"$entry"
-    command -v "$tool" >/dev/null 2>&1 || missing+=("$package")
+    command -v "$tool" >/dev/null 2>&1 || [[ -x "/usr/sbin/$tool" ]] || missing+=("$package")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 [[ "$(id -u)" -eq 0 ]] || { echo "debian-deps: need root to install: ${missing[*]}" >&2; exit 1; }

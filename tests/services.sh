@@ -5,7 +5,8 @@
 #   tests/services.sh stop  [SERVICE...]   # default: all known services
 #   tests/services.sh env   [SERVICE...]   # print `export VAR=...` lines for running services
 #
-# Known services: postgres, tansu (Kafka-protocol broker, memory storage).
+# Known services: postgres, tansu (Kafka-protocol broker, memory storage), slurm (munged, slurmctld and 4 slurmd
+# on this host, by tests/slurm.sh).
 #
 # State (PID files, env files, data dirs, logs) lives in $SENTINEL_SERVICES_DIR
 # (default /tmp/sentinel-services-$UID). Each service records the PID of the process
@@ -17,7 +18,7 @@
 # <name> to KNOWN_SERVICES.
 set -euo pipefail
 
-KNOWN_SERVICES=(postgres tansu)
+KNOWN_SERVICES=(postgres tansu slurm)
 
 STATE_DIR="${SENTINEL_SERVICES_DIR:-/tmp/sentinel-services-${UID:-$(id -u)}}"
 
@@ -316,6 +317,27 @@ stop_tansu() {
         log "tansu stopped (pid $pid)"
     fi
     rm -f -- "$(TANSU_PID_FILE)" "$(TANSU_ENV_FILE)"
+}
+
+# ---------------------------------------------------------------------------------
+# slurm: a 4-node cluster on this host (tests/slurm.sh does the work; it records and stops its own PIDs)
+
+SLURM_SCRIPT="$(dirname "${BASH_SOURCE[0]}")/slurm.sh"
+
+running_slurm() { bash "$SLURM_SCRIPT" running "$STATE_DIR/slurm" 2>/dev/null; }
+
+start_slurm() {
+    if running_slurm; then
+        log "slurm already running ($STATE_DIR/slurm)"
+        return 0
+    fi
+    bash "$SLURM_SCRIPT" start "$STATE_DIR/slurm"
+    cp "$STATE_DIR/slurm/slurm.env" "$STATE_DIR/slurm.env"
+}
+
+stop_slurm() {
+    bash "$SLURM_SCRIPT" stop "$STATE_DIR/slurm"
+    rm -f -- "$STATE_DIR/slurm.env"
 }
 
 is_known() {

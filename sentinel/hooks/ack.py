@@ -1,0 +1,93 @@
+"""The checkpoint handshake between the actuator and a job, as two small files in a shared directory.
+
+The actuator writes ``<dir>/<job>.request`` (a fresh ``request_id``), then signals the job (``scancel
+--signal=USR1 --batch``). The job's hook sees the signal or the file at its next step boundary, saves a
+checkpoint, and writes ``<dir>/<job>.ack`` carrying the same ``request_id``; the actuator waits for exactly that
+id, so an old acknowledgement (a previous request, a previous run of a requeued job) never counts. Files are
+written to a temporary name and renamed, so a reader sees a whole file or none. The directory must be shared by
+the actuator's host and the job's nodes (it usually sits beside the checkpoints, on the shared filesystem).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+SAFE_JOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # becomes a file name: no dots, no slashes
+T = TypeVar("T", bound=msgspec.Struct)
+
+
+class Request(msgspec.Struct, frozen=True, kw_only=True):
+    request_id: str
+    job_id: str
+    ts: float  # when the actuator asked (seconds since the epoch)
+    node: str = ""
+    reason: str = ""
+
+
+class Ack(msgspec.Struct, frozen=True, kw_only=True):
+    request_id: str  # "" when the job saved on a signal that came without a request file
+    job_id: str
+    step: int  # training steps completed when the checkpoint was taken
+    checkpoint: str  # where it is
+    ts: float  # when the save completed
+    save_s: float = 0.0  # how long the save took
+
+
+def _path(directory: str | Path, job_id: str, suffix: str) -> Path:
+    if not SAFE_JOB.match(job_id):
+        raise ValueError(f"job id {job_id!r} cannot name an acknowledgement file")
+    return Path(directory) / f"{job_id}.{suffix}"
+
+
+def request_path(directory: str | Path, job_id: str) -> Path:
+    return _path(directory, job_id, "request")
+
+
+def ack_path(directory: str | Path, job_id: str) -> Path:
+    return _path(directory, job_id, "ack")
+
+
+def _write(path: Path, record: msgspec.Struct) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(msgspec.json.encode(record))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read(path: Path, kind: type[T]) -> T | None:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=kind)
+    except (FileNotFoundError, msgspec.DecodeError):  # absent, or torn by a writer that did not rename
+        return None
+
+
+def write_request(directory: str | Path, request: Request) -> None:
+    _write(request_path(directory, request.job_id), request)
+
+
+def read_request(directory: str | Path, job_id: str) -> Request | None:
+    return _read(request_path(directory, job_id), Request)
+
+
+def clear_request(directory: str | Path, job_id: str) -> None:
+    request_path(directory, job_id).unlink(missing_ok=True)
+
+
+def write_ack(directory: str | Path, ack: Ack) -> None:
+    _write(ack_path(directory, ack.job_id), ack)
+
+
+def read_ack(directory: str | Path, job_id: str) -> Ack | None:
+    return _read(ack_path(directory, job_id), Ack)
