@@ -269,7 +269,10 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
         stragglers = straggler_score(pipeline.repo.table("findings"), truth, start)
         scorer = pipeline.detector.hazard
         model_info = {"name": scorer.name, "rows_scored": scorer.rows_scored,
-                      "threshold": round(scorer.threshold, 4)} if scorer else None
+                      "threshold": round(scorer.threshold, 4),
+                      "fit_s": scorer.model.report.get("fit_s"),
+                      "scoring_rows_per_s": round(scorer.rows_scored / scorer.score_s) if scorer.score_s else None,
+                      "validation": scorer.model.report.get("validation")} if scorer else None
     node_days = feed.node_steps * sc.step_s / 86_400.0
     result = score(ours, truth, node_days)
     result["stragglers"] = stragglers
@@ -297,8 +300,9 @@ def render_detect(r: dict[str, Any]) -> str:
     model = r["model"]
     tail = (f"\n\nStragglers (fail-slow GPUs): {st['found_within_20s']}/{st['faults']} found within 20 s of onset "
             f"(median delay {st['delay_median_s']} s), {st['false_findings']} straggler findings elsewhere"
-            + (f"\nHazard model {model['name']}: threshold {model['threshold']}, {model['rows_scored']} GPU rows "
-               "scored" if model else "\nRules only (no hazard model)"))
+            + (f"\nHazard model {model['name']}: threshold {model['threshold']}, fitted in {model['fit_s']} s; "
+               f"{model['rows_scored']} GPU rows scored at {model['scoring_rows_per_s']} rows/s (features + model)"
+               if model else "\nRules only (no hazard model)"))
     return (f"{r['scenario']}: {r['nodes_fed']} nodes fed, {r['node_days']} node-days, {r['faults']} faults that need "
             f"a drain; breaker open at the end: {r['breaker_open']}\n"
             + render(rows, [("metric", "metric"), ("sentinel", "sentinel"), ("threshold", "static thresholds"),

@@ -6,6 +6,7 @@ anomaly score does the same for alerts. Episodes end when the probability falls 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,13 @@ from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation
 
 
 class HazardScorer:
-    def __init__(self, model: HazardModel, config: HazardConfig, name: str) -> None:
+    def __init__(self, model: HazardModel, config: HazardConfig, name: str, created_ts: float = 0.0) -> None:
         self.model = model
         self.config = config
         self.name = name
+        self.created_ts = created_ts
+        self.scored: dict[str, float] = {}  # node -> its riskiest GPU's probability, from the last batch
+        self.score_s = 0.0  # time spent computing features and scoring (benchmarks report rows/s)
         self.threshold = config.threshold or model.threshold
         self.last_scored: dict[str, float] = {}
         self.streak: dict[tuple[str, str, int], int] = {}  # (kind, node, gpu) -> scorings in a row above
@@ -37,8 +41,10 @@ class HazardScorer:
     def score(self, windows: dict[str, NodeWindow], nodes: list[str], now: float) -> list[Finding]:
         """Score the due ``nodes`` in one batch; return the findings of episodes that start now."""
         due = [n for n in dict.fromkeys(nodes) if self.due(n, windows[n])]
+        self.scored = {}
         if not due:
             return []
+        started = time.perf_counter()
         blocks: list[np.ndarray] = []
         where: list[tuple[str, int]] = []
         for node in due:
@@ -52,6 +58,9 @@ class HazardScorer:
         self.rows_scored += len(x)
         p = self.model.probability(x)
         anomaly = self.model.anomaly_score(x) if self.config.anomalies else np.zeros(len(x))
+        self.score_s += time.perf_counter() - started
+        for (node, _), probability in zip(where, p, strict=True):
+            self.scored[node] = max(self.scored.get(node, 0.0), min(max(float(probability), 0.0), 1.0))
         out: list[Finding] = []
         for i, (node, gpu) in enumerate(where):
             ts = windows[node].last_ts
@@ -102,4 +111,5 @@ def load_scorer(config: HazardConfig) -> HazardScorer | None:
     if not config.model:
         return None
     directory = persistence.resolve(config.model, Path(config.models_dir))
-    return HazardScorer(persistence.load(directory), config, directory.name)
+    created = float(persistence.metadata(directory).get("created_ts", 0.0))
+    return HazardScorer(persistence.load(directory), config, directory.name, created)

@@ -61,6 +61,8 @@ class Detector:
         self.windows: dict[str, NodeWindow] = {}
         self.last_gpus: dict[str, dict[int, GpuReading]] = {}
         self.hazard = hazard  # None: rules only
+        if hazard is not None:
+            metrics.set_model("hazard", hazard.name[:64], hazard.created_ts)
         self.peers = PeerComparison()
 
     def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
@@ -95,6 +97,8 @@ class Detector:
             findings.extend(self.peers.evaluate(self.windows, live_nodes, now))
         if self.hazard is not None and live_nodes:
             findings.extend(self.hazard.score(self.windows, live_nodes, now))
+            for node, probability in self.hazard.scored.items():  # the model's risk of every node it just scored
+                self.metrics.set_node_risk(node, probability, now)
         self.repo.record_samples(samples)
         for topic, count in consumed.items():
             self.metrics.messages_consumed.labels(topic).inc(count)
