@@ -20,7 +20,7 @@ import numpy as np
 
 FEATURES = (
     "temp_c",  # last reading
-    "temp_slope_c_per_min",  # least-squares slope over the window
+    "temp_dev_slope_c_per_min",  # slope over the window of the GPU's temperature minus its peers' median
     "temp_dev_c",  # last reading minus the median of the node's GPUs
     "power_dev_w",
     "clock_ratio",  # SM clock over the median of the node's GPUs (mean of the last 2 samples)
@@ -101,7 +101,7 @@ def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.
 
     columns = [
         last_temp,
-        slope_per_min(temp, ts),
+        slope_per_min(temp - _peer_median(temp), ts),  # a job-wide warm-up moves every peer: only drift counts
         last_temp - _peer_median(last_temp),
         power[-1] - _peer_median(power[-1]),
         np.nan_to_num(clock_ratio, nan=1.0, posinf=1.0, neginf=1.0),

@@ -142,10 +142,13 @@ class HazardConfig(_Section, frozen=True):
     consecutive: int = 2  # scorings at or above the threshold before a finding (hysteresis)
     threshold: float = 0.0  # 0: the threshold chosen at training for the target precision
     anomalies: bool = True  # IsolationForest findings (alerts only)
+    anomaly_consecutive: int = 5  # scorings in a row above the anomaly threshold: only persistent outliers
 
     def __post_init__(self) -> None:
         _positive("score_interval_s", self.score_interval_s)
         require(1 <= self.consecutive <= 100, "consecutive", "must be in [1, 100]", self.consecutive)
+        require(1 <= self.anomaly_consecutive <= 100, "anomaly_consecutive", "must be in [1, 100]",
+                self.anomaly_consecutive)
         require(0 <= self.threshold < 1, "threshold", "must be in [0, 1)", self.threshold)
 
 

@@ -37,7 +37,8 @@ def test_a_node_already_drained_before_a_fault_began_counts_as_caught() -> None:
 
 def test_bench_detect_runs_a_shipped_scenario_with_both_baselines() -> None:
     result = subprocess.run([sys.executable, "-m", "sentinel.cli", "bench", "detect", "--scenario", "smoke",
-                             "--max-fraction", "1", "--model", "none", "--json"], capture_output=True, text=True, timeout=300)
+                             "--max-fraction", "1", "--model", "none", "--json"],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     for key in ("precision", "recall", "f1", "lead_time_median_s", "false_drains_per_1000_node_days",

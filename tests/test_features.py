@@ -64,7 +64,7 @@ def test_gpu_features_of_a_literal_window() -> None:
     x = gpu_features(_series(), np.array([86_400.0, 86_400.0, 300.0]))
     assert x.shape == (3, len(FEATURES))
     assert x[:, col("temp_c")].tolist() == [60.0, 61.0, 85.0]
-    assert x[2, col("temp_slope_c_per_min")] == pytest.approx(5.0)
+    assert x[2, col("temp_dev_slope_c_per_min")] == pytest.approx(5.0)  # its peers stay flat
     assert x[:, col("temp_dev_c")].tolist() == [-1.0, 0.0, 24.0]  # against the median of the node's GPUs
     assert x[:, col("power_dev_w")].tolist() == [0.0, 10.0, -200.0]
     assert x[:, col("clock_ratio")].tolist() == [1.0, 1.0, 0.5]
@@ -75,6 +75,13 @@ def test_gpu_features_of_a_literal_window() -> None:
     assert x[:, col("thermal_throttle_share")].tolist() == [0.0, 0.0, 0.75]
     assert x[:, col("ib_symbol_error_per_h")].tolist() == pytest.approx([600.0] * 3)  # the node's, on every GPU
     assert x[:, col("xid_precursor_age_s")].tolist() == [86_400.0, 86_400.0, 300.0]
+
+
+def test_a_warm_up_that_moves_every_peer_is_not_a_temperature_drift() -> None:
+    s = _series()
+    s["temp_c"] = _series()["temp_c"] * 0 + np.array([[40.0], [50.0], [60.0], [70.0]]) + [0.0, 1.0, 2.0]
+    x = gpu_features(s, np.full(3, 86_400.0))
+    assert x[:, col("temp_dev_slope_c_per_min")].tolist() == pytest.approx([0.0, 0.0, 0.0])
 
 
 def test_fleet_shaped_input_gives_the_same_rows_as_one_node_at_a_time() -> None:

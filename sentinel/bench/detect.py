@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,7 @@ class Signal:
     node: str
     ts_s: float  # seconds from the start of the run
     drain: bool  # False: an alert only
+    why: str = ""  # the rule or decision reason, for the false-signal breakdown
 
 
 class ThresholdBaseline:
@@ -64,18 +66,18 @@ class ThresholdBaseline:
             old = next((g for g in prev.gpus if g.index == gpu.index), None) if prev else None
             if (counter_delta(old.ecc_dbe_volatile if old else None, gpu.ecc_dbe_volatile) or 0) > 0 or \
                     gpu.row_remap_failure:
-                out.append(Signal(s.node, t, True))
+                out.append(Signal(s.node, t, True, "dbe-or-row-remap-failure"))
             if gpu.temp_c is not None and gpu.temp_c > 93:
-                out.append(Signal(s.node, t, False))
+                out.append(Signal(s.node, t, False, "temp>93C"))
         for nic in s.nics:
             old_nic = next((n for n in prev.nics if n.name == nic.name), None) if prev else None
             if old_nic and (counter_delta(old_nic.counters.get("link_downed"), nic.counters.get("link_downed")) or 0):
-                out.append(Signal(s.node, t, True))
+                out.append(Signal(s.node, t, True, "link_downed"))
         self.prev[s.node] = s
         return out
 
     def log(self, e: LogEvent, t: float) -> list[Signal]:
-        return [Signal(e.node, t, True)] if e.xid in EKS_XIDS else []
+        return [Signal(e.node, t, True, f"xid {e.xid}")] if e.xid in EKS_XIDS else []
 
 
 class ReactiveBaseline:
@@ -90,16 +92,16 @@ class ReactiveBaseline:
         for gpu in s.gpus:
             if gpu.state is GpuState.LOST and (s.node, gpu.index) not in self.lost:
                 self.lost.add((s.node, gpu.index))
-                out.append(Signal(s.node, t, True))
+                out.append(Signal(s.node, t, True, "gpu lost"))
         for nic in s.nics:
             downed = nic.counters.get("link_downed", 0)
             if downed > self.downed.get(s.node, downed):
-                out.append(Signal(s.node, t, True))
+                out.append(Signal(s.node, t, True, "link_downed"))
             self.downed[s.node] = downed
         return out
 
     def log(self, e: LogEvent, t: float) -> list[Signal]:
-        return [Signal(e.node, t, True)] if e.xid in CRASH_XIDS else []
+        return [Signal(e.node, t, True, f"xid {e.xid}")] if e.xid in CRASH_XIDS else []
 
 
 def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> dict[str, Any]:
@@ -130,6 +132,8 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         if not fault.has_precursor and drain is not None and not earlier:
             delays.append(max(0.0, drain.ts_s - fault.failure_s))
     false = [d for i, d in enumerate(drains) if i not in used]
+    false_alerts = [s for s in signals if not s.drain and not any(
+        f.node == s.node and f.precursor_start_s <= s.ts_s <= f.failure_s + GRACE_S for f in faults)]
     benign_nodes = {(e.node) for e in truth if e.kind in ("benign", "storm")}
     tp, fp = sum(len(v) for v in caught.values()), len(false)
     precision = tp / (tp + fp) if tp + fp else None
@@ -153,10 +157,9 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         "lead_time_median_s": _q(all_leads, 0.5), "lead_time_p10_s": _q(all_leads, 0.1),
         "detection_delay_median_s": _q(delays, 0.5),
         "false_drains_per_1000_node_days": round(fp * 1000 / node_days, 2) if node_days else None,
-        "false_alerts_per_1000_node_days": round(
-            sum(1 for s in signals if not s.drain and not any(
-                f.node == s.node and f.precursor_start_s <= s.ts_s <= f.failure_s + GRACE_S for f in faults))
-            * 1000 / node_days, 2) if node_days else None,
+        "false_alerts_per_1000_node_days": round(len(false_alerts) * 1000 / node_days, 2) if node_days else None,
+        "false_alerts_by_rule": dict(Counter(s.why for s in false_alerts).most_common()),
+        "false_drain_list": [{"node": d.node, "t_s": round(d.ts_s, 1), "why": d.why[:160]} for d in false],
         "benign_actions": sum(1 for d in false if d.node in benign_nodes),
         "by_class": by_class,
         **split,
@@ -261,9 +264,9 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
             if progress is not None and k % max(steps // 20, 1) == 0:
                 progress(k / steps)
         start = fleet.start_ts
-        ours = [Signal(d["node"], d["ts"] - start, True) for d in pipeline.repo.table("decisions")
+        ours = [Signal(d["node"], d["ts"] - start, True, d["reason"]) for d in pipeline.repo.table("decisions")
                 if d["mode"] == "execute" and d["action"] in ("drain_requeue", "checkpoint_drain_requeue")]
-        ours += [Signal(f["node"], f["ts"] - start, False) for f in pipeline.repo.table("findings")
+        ours += [Signal(f["node"], f["ts"] - start, False, f["rule"]) for f in pipeline.repo.table("findings")
                  if f["severity"] in ("warning", "critical", "fatal")]
         breaker = pipeline.repo.load_breaker()
         stragglers = straggler_score(pipeline.repo.table("findings"), truth, start)

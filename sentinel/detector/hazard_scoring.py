@@ -72,6 +72,7 @@ class HazardScorer:
         return out
 
     def _episode(self, kind: str, node: str, gpu: int, above: bool, clear: bool) -> bool:
+        needed = self.config.consecutive if kind == "hazard" else self.config.anomaly_consecutive
         key = (kind, node, gpu)
         if not above:
             self.streak.pop(key, None)
@@ -79,7 +80,7 @@ class HazardScorer:
                 self.open.discard(key)
             return False
         self.streak[key] = self.streak.get(key, 0) + 1
-        if self.streak[key] < self.config.consecutive or key in self.open:
+        if self.streak[key] < needed or key in self.open:
             return False
         self.open.add(key)
         return True
