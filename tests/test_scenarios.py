@@ -16,13 +16,18 @@ from sentinel.errors import ConfigError
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.scenario import NO_PRECURSOR, FaultClass
 
-SHIPPED = ["llama3-mix", "mixed", "quiet", "smoke", "storm"]
+SHIPPED = ["llama3-mix", "mixed", "quiet", "smoke", "storm", "train"]
 
 
 def test_the_named_scenarios_ship_and_load() -> None:
     assert scenario.shipped() == SHIPPED
     for name in SHIPPED:
         assert scenario.load(name).name == name
+
+
+def test_the_training_scenario_seed_is_used_by_no_scenario_the_benchmarks_score() -> None:
+    seeds = {name: scenario.load(name).seed for name in SHIPPED}
+    assert seeds["train"] not in {seed for name, seed in seeds.items() if name != "train"}
 
 
 def test_the_same_seed_gives_the_same_ground_truth_and_another_seed_does_not() -> None:

@@ -47,10 +47,14 @@ def test_every_service_serves_lint_clean_metrics_that_count_what_happened(tmp_pa
     repo = Repository(make_engine(url))
     ports = {name: free_port() for name in ("agent", "detector", "controller")}
     kafka = {"bootstrap": broker.bootstrap, "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+    key = tmp_path / "command.key"
+    key.write_text("k" * 64 + "\n")
+    key.chmod(0o600)  # the separate controller refuses to run without a private command-signing key
 
     def config(service: str) -> object:
         return from_mapping({
             "transport": {"kind": "kafka", "kafka": kafka}, "store": {"url": url},
+            "security": {"key_file": str(key)},
             "policy": {"mode": "act", "breaker": {"max_fraction": 1.0}}, "detector": {"record_interval_s": 0},
             "metrics": {"listen": f"127.0.0.1:{ports[service]}"},
             "agent": {"node": "agent-node", "interval_s": 0.2, "spool_path": str(tmp_path / "agent.spool"),
