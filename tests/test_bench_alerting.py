@@ -51,7 +51,7 @@ def test_bad_options_are_refused_with_the_reason() -> None:
 
 def test_a_short_run_times_both_systems_from_onset_to_alert() -> None:
     options = Options(per_class=1, classes=("thermal", "gsp"), precursor_s=(240.0, 300.0), duration_s=600,
-                      step_wall_s=0.2, healthy_nodes=1, benign_nodes=1)
+                      step_wall_s=0.2, healthy_nodes=1, benign_nodes=1, model="")  # rules: no training here
     r = run_alerting(options)
     assert set(r["by_class"]) == {"thermal", "gsp"}
     for cls in ("thermal", "gsp"):

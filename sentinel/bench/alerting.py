@@ -38,6 +38,7 @@ from sentinel.metrics import Metrics
 from sentinel.sim import scenario
 from sentinel.sim.fleet import Fleet
 from sentinel.sim.groundtruth import TruthEvent, node_name
+from sentinel.sim.trainset import cached_model
 from sentinel.tables import render
 from sentinel.transport import LOGS, TELEMETRY
 
@@ -58,6 +59,7 @@ class Options:
     healthy_nodes: int = 4
     benign_nodes: int = 2  # alternately an application Xid (13/31/43) and a 15 C temperature spike
     seed: int = 11
+    model: str | None = None  # hazard model directory; "" rules only; None the cached model of `bench detect`
 
     def check(self) -> None:
         unknown = set(self.classes) - set(CLASSES)
@@ -101,8 +103,9 @@ def run_alerting(options: Options | None = None, progress: Callable[[float], Non
     steps = int(sc.duration_s / STEP_S)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
+        model = cached_model() if options.model is None else options.model
         config = from_mapping({"store": {"url": f"sqlite:///{tmp}/alerting.db"},
-                               "detector": {"record_interval_s": 300}})
+                               "detector": {"record_interval_s": 300, "hazard": {"model": model}}})
         clock = ManualClock(fleet.start_ts)
         pipeline = build_pipeline(config, clock, Metrics(), open_repository(config, migrate=True),
                                   actuator=DryRunActuator(clock))
