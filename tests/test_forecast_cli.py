@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -113,10 +114,16 @@ def test_a_demo_store_without_history_falls_back_to_the_last_value(
     assert "method last_value" in text and "too short to train" in text
 
 
+def _copy(src: Path, dst: Path) -> Path:
+    """A consistent copy of a SQLite store in WAL mode (the main file alone may lack recent writes)."""
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+    return dst
+
+
 def test_the_second_call_uses_the_stored_model_until_six_newer_bins_arrive(
         store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db = tmp_path / "copy.db"
-    db.write_bytes(store.read_bytes())
+    db = _copy(store, tmp_path / "copy.db")
     engine = make_engine(f"sqlite:///{db}")
     with engine.begin() as conn:  # start cold whatever earlier tests stored
         conn.exec_driver_sql("DELETE FROM forecast_models")
@@ -140,8 +147,7 @@ def test_the_second_call_uses_the_stored_model_until_six_newer_bins_arrive(
 
 def test_a_warm_forecast_imports_no_scikit_learn(store: Path, tmp_path: Path) -> None:
     """The stored model is evaluated with numpy: the command's start does not pay for scikit-learn or scipy."""
-    db = tmp_path / "copy.db"
-    db.write_bytes(store.read_bytes())
+    db = _copy(store, tmp_path / "copy.db")
     assert main(["forecast", "--db", str(db), "-o", "json"]) == 0  # stores a model if none was
     script = ("import sys\nfrom sentinel.cli import main\n"
               f"assert main(['forecast', '--db', {str(db)!r}, '-o', 'json']) == 0\n"
