@@ -94,7 +94,7 @@ class Trees:
 
 def to_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy stubs type allow_pickle as a kwarg
     return buf.getvalue()
 
 

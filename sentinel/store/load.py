@@ -61,7 +61,8 @@ def save_forecaster(engine: Engine, partition: str, fitted_ts: float, fitted_bin
 def stored_forecaster(engine: Engine, partition: str) -> dict[str, Any] | None:
     """The stored forecaster's row (``anchors`` as a tuple of ints), or None."""
     with engine.connect() as conn:
-        row = conn.execute(select(s.forecast_models).where(s.forecast_models.c.partition == partition)).mappings().first()
+        query = select(s.forecast_models).where(s.forecast_models.c.partition == partition)
+        row = conn.execute(query).mappings().first()
     if row is None:
         return None
     return {**dict(row), "anchors": tuple(int(a) for a in str(row["anchors"]).split(",") if a)}
