@@ -16,6 +16,10 @@ Online update: ``update`` takes the grown history and refits from scratch over a
 bins) once ``refit_every`` new bins arrived; between refits every forecast already uses the newest bins as
 lags. Gradient boosting has no incremental fit, and a refit of these small models takes about a second.
 
+Fitting needs scikit-learn; forecasting does not: each fitted model becomes a ``models.forecast_trees.Trees``
+(numpy arrays), so a forecaster saved with ``to_bytes`` and read back with ``from_bytes`` (the store's
+``forecast_models`` table) answers without importing scikit-learn, which is most of a cold command's time.
+
 Fallback: with fewer than ``LOOKBACK + min_train_rows`` bins (a fresh store, the demo's first hour) there is no
 model; the forecast is the last value (method ``last_value``) with intervals from the last value's own past
 errors when there are any, and a note says why.
@@ -23,16 +27,19 @@ errors when there are any, and a note says why.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.ensemble import HistGradientBoostingRegressor
-from threadpoolctl import threadpool_limits
 
 from models.calendar_features import DAY, LOOKBACK, SeriesFeatures
+from models.forecast_trees import Trees, from_bytes, to_bytes
+
+if TYPE_CHECKING:
+    from sklearn.ensemble import HistGradientBoostingRegressor
 
 ANCHORS = (1, 6, 18)  # 10 min, 1 h, 3 h
 COARSE = (36, 72, 144)  # 6 h, 12 h, 24 h
@@ -93,13 +100,16 @@ class DemandForecaster:
         self.refit_every, self.max_history, self.min_train_rows = refit_every, max_history, min_train_rows
         self.calibrate = calibrate
         self.params = {**PARAMS, **(params or {})}
-        self.models: dict[tuple[str, int], HistGradientBoostingRegressor] = {}
+        self.models: dict[tuple[str, int], Trees] = {}
         self.spread: dict[tuple[str, int], tuple[float, float]] = {}  # residual quantiles (scaled)
         self.gate: dict[tuple[str, int], float] = {}  # changes up to this many GPUs are forecast as no change
         self.fitted_len: dict[str, int] = {}
+        self.fitted_ts: dict[str, float] = {}  # per series, the start of the newest bin the fit saw
 
     # ----- fitting ---------------------------------------------------------------------------------------------
     def fit(self, history: Sequence[LoadSeries], targets: Sequence[str] | None = None) -> DemandForecaster:
+        from threadpoolctl import threadpool_limits  # fitting only: forecasting needs neither this nor sklearn
+
         with threadpool_limits(1):
             return self._fit(history, targets)
 
@@ -114,6 +124,7 @@ class DemandForecaster:
             for h in self.anchors:
                 self._fit_one(target, h, history, feats)
         self.fitted_len = {s.name: len(s) for s in history}
+        self.fitted_ts = {s.name: float(s.ts[-1]) for s in history if len(s)}
         return self
 
     def _window(self, s: LoadSeries) -> LoadSeries:
@@ -138,7 +149,7 @@ class DemandForecaster:
             # hold out the newest 20 % of each series' origins: choose the gate, then keep the error quantiles
             recent = np.concatenate([p[0] >= np.quantile(p[0], 0.8) for p in parts])
             level, scale = np.concatenate([p[3] for p in parts])[recent], np.concatenate([p[4] for p in parts])[recent]
-            early = self._new().fit(X[~recent], Y[~recent])
+            early = Trees.from_sklearn(self._new().fit(X[~recent], Y[~recent]))
             change = early.predict(X[recent])
             truth = level + Y[recent] * scale
             self.gate[(target, h)] = min(GATES, key=lambda g: float(np.mean(
@@ -148,9 +159,11 @@ class DemandForecaster:
                                         float(np.quantile(errors, self.quantiles[1])))
             self.models[(target, h)] = early
         else:
-            self.models[(target, h)] = self._new().fit(X, Y)
+            self.models[(target, h)] = Trees.from_sklearn(self._new().fit(X, Y))
 
     def _new(self) -> HistGradientBoostingRegressor:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
         return HistGradientBoostingRegressor(**self.params)
 
     def update(self, history: Sequence[LoadSeries]) -> bool:
@@ -165,14 +178,44 @@ class DemandForecaster:
     def trained(self) -> bool:
         return bool(self.models)
 
+    # ----- persistence ----------------------------------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        """The fitted forecaster (models, gates, intervals, what it was fitted on) as one compressed blob."""
+        keys = sorted(self.models)
+        meta = {"version": 1, "anchors": list(self.anchors), "quantiles": list(self.quantiles),
+                "refit_every": self.refit_every, "max_history": self.max_history,
+                "min_train_rows": self.min_train_rows, "keys": [[t, h] for t, h in keys],
+                "gate": [self.gate.get(k, 0.0) for k in keys], "spread": [self.spread.get(k, (0.0, 0.0)) for k in keys],
+                "fitted_len": self.fitted_len, "fitted_ts": self.fitted_ts}
+        arrays: dict[str, np.ndarray] = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
+        for i, key in enumerate(keys):
+            arrays.update(self.models[key].arrays(f"m{i}_"))
+        return to_bytes(arrays)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> DemandForecaster:
+        data = from_bytes(blob)
+        meta = json.loads(data["meta"].tobytes().decode())
+        if meta.get("version") != 1:
+            raise ValueError(f"unknown forecaster format {meta.get('version')!r}")
+        out = cls(anchors=meta["anchors"], quantiles=tuple(meta["quantiles"]), refit_every=meta["refit_every"],
+                  max_history=meta["max_history"], min_train_rows=meta["min_train_rows"])
+        for i, (target, h) in enumerate(meta["keys"]):
+            key = (str(target), int(h))
+            out.models[key] = Trees.from_arrays(data, f"m{i}_")
+            out.gate[key] = float(meta["gate"][i])
+            out.spread[key] = (float(meta["spread"][i][0]), float(meta["spread"][i][1]))
+        out.fitted_len = {str(k): int(v) for k, v in meta["fitted_len"].items()}
+        out.fitted_ts = {str(k): float(v) for k, v in meta["fitted_ts"].items()}
+        return out
+
     # ----- forecasting -----------------------------------------------------------------------------------------
     def predict_change(self, s: LoadSeries, target: str, origins: np.ndarray, h: int) -> np.ndarray:
         """Point forecasts of ``target`` at ``origins + h`` (vectorised; used by the benchmark)."""
         model = self.models[(target, h)]
         f = SeriesFeatures(s.columns[target], s.columns[OTHER[target]], s.capacity, s.ts)
         y, scale = s.columns[target], f.scale[origins]
-        with threadpool_limits(1):
-            raw = model.predict(f.matrix(origins, h))
+        raw = model.predict(f.matrix(origins, h))
         change = _gated(raw, scale, self.gate.get((target, h), 0.0))
         return np.maximum(y[origins] + change * scale, 0.0)
 
@@ -206,8 +249,7 @@ class DemandForecaster:
         origin = np.array([k])
         change = {0: (0.0, 0.0, 0.0)}
         for h in anchors:
-            with threadpool_limits(1):
-                raw = self.models[(target, h)].predict(f.matrix(origin, h))
+            raw = self.models[(target, h)].predict(f.matrix(origin, h))
             mid = float(_gated(raw, f.scale[origin], self.gate.get((target, h), 0.0))[0])
             lo, hi = self.spread.get((target, h), (0.0, 0.0))
             change[h] = (mid, mid + lo, mid + hi)

@@ -335,6 +335,18 @@ class MetricsConfig(_Section, frozen=True):
             )
 
 
+class LoadConfig(_Section, frozen=True):
+    """Live load bins for ``sentinel forecast`` (issue 8), recorded by ``sentinel controller`` / ``sentinel run``."""
+
+    record: Literal["auto", "squeue", "off"] = "auto"  # auto: squeue when actuator.kind = "slurm", else off
+    interval_s: float = 600.0  # how often the queue is read; bins are 10 minutes, so at most 600
+    refit: bool = True  # refit and store the demand forecaster once 6 new bins arrived
+
+    def __post_init__(self) -> None:
+        require(math.isfinite(self.interval_s) and 1.0 <= self.interval_s <= 600.0, "interval_s",
+                "must be between 1 and 600 seconds (one snapshot per 10-minute bin at least)", self.interval_s)
+
+
 class Config(_Section, frozen=True):
     agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
@@ -344,6 +356,7 @@ class Config(_Section, frozen=True):
     security: SecurityConfig = msgspec.field(default_factory=SecurityConfig)
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)
     metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
+    load: LoadConfig = msgspec.field(default_factory=LoadConfig)
 
     def node_name(self) -> str:
         return self.agent.node or socket.gethostname().split(".")[0]

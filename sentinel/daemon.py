@@ -30,6 +30,7 @@ from sentinel.controller import Controller
 from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.service import Detector
 from sentinel.errors import ConfigError, TransportError
+from sentinel.load.service import LoadService, build_load_service
 from sentinel.metrics import Metrics
 from sentinel.policy.breaker import Breaker
 from sentinel.policy.engine import PolicyEngine
@@ -209,8 +210,9 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
 
     agent = build_agent(config, clock, metrics, sink)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
+    load = build_load_service(config, repo.engine, clock)
     try:
-        _run_rounds(config, stop, max_cycles, agent, pipeline)
+        _run_rounds(config, stop, max_cycles, agent, pipeline, load)
     finally:
         close_metrics()
         pipeline.transport.close()
@@ -218,13 +220,16 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
 
 
 def _run_rounds(config: Config, stop: threading.Event, max_cycles: int | None, agent: Agent,
-                pipeline: Pipeline) -> None:
-    """One agent cycle, then the pipeline until quiet, every ``agent.interval_s``."""
+                pipeline: Pipeline, load: LoadService | None = None) -> None:
+    """One agent cycle, then the pipeline until quiet (and a load bin when one is due), every ``agent.interval_s``."""
     clock, cycle = agent.clock, 0
     while not stop.is_set():
         started = clock.now()
-        agent.cycle()
+        sample, _logs = agent.cycle()
         pipeline.pump()
+        if load is not None:
+            load.observe([sample])
+            load.step()
         cycle += 1
         if agent.notify is not None:  # systemd Type=notify: ready after the first round, then the watchdog
             agent.notify("READY=1\nWATCHDOG=1" if cycle == 1 else "WATCHDOG=1")
@@ -283,12 +288,15 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     actuator_service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
+    load = build_load_service(config, repo.engine, clock)
     notify, ready = notifier(), False
     try:
         while not stop.is_set():
             try:
                 controller.step(timeout_s=0.2)
                 actuator_service.step(timeout_s=0.2)
+                if load is not None:
+                    load.step()
             except TransportError as exc:
                 log.error("controller: %s; retrying", exc)
                 stop.wait(1.0)

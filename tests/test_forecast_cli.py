@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -108,3 +112,54 @@ def test_a_demo_store_without_history_falls_back_to_the_last_value(
     assert main(["forecast", "--db", str(db)]) == 0
     text = capsys.readouterr().out
     assert "method last_value" in text and "too short to train" in text
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    """A consistent copy of a SQLite store in WAL mode (the main file alone may lack recent writes)."""
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+    return dst
+
+
+def test_the_second_call_uses_the_stored_model_until_six_newer_bins_arrive(
+        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = _copy(store, tmp_path / "copy.db")
+    engine = make_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:  # start cold whatever earlier tests stored
+        conn.exec_driver_sql("DELETE FROM forecast_models")
+
+    def call(*extra: str) -> dict[str, Any]:
+        assert main(["forecast", "--db", str(db), "-o", "json", *extra]) == 0
+        return dict(json.loads(capsys.readouterr().out))
+
+    cold, warm = call(), call()
+    assert cold["model"]["source"] == "fitted" and warm["model"]["source"] == "stored"
+    assert warm["forecast"] == cold["forecast"]
+    assert call("--refit")["model"]["source"] == "fitted"
+    assert call("--horizon", "24h")["model"]["source"] == "fitted"  # the stored model lacks the 24 h horizons
+    last = 4 * 144 - 1
+    record_load_bins(engine, [LoadBin(START + 600.0 * (last + i), ALL, 20.0, 1.0, 0, 32.0, 0.8, "squeue")
+                              for i in range(1, 6)])
+    assert call()["model"]["source"] == "stored"  # five newer bins: still fresh
+    record_load_bins(engine, [LoadBin(START + 600.0 * (last + 6), ALL, 20.0, 1.0, 0, 32.0, 0.8, "squeue")])
+    assert call()["model"]["source"] == "fitted"
+
+
+def test_a_warm_forecast_imports_no_scikit_learn(store: Path, tmp_path: Path) -> None:
+    """The stored model is evaluated with numpy: the command's start does not pay for scikit-learn or scipy."""
+    db = _copy(store, tmp_path / "copy.db")
+    assert main(["forecast", "--db", str(db), "-o", "json"]) == 0  # stores a model if none was
+    script = ("import sys\nfrom sentinel.cli import main\n"
+              f"assert main(['forecast', '--db', {str(db)!r}, '-o', 'json']) == 0\n"
+              "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy', 'matplotlib'))\n"
+              "print('HEAVY', heavy)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert '"source": "stored"' in done.stdout
+    assert "HEAVY []" in done.stdout
+
+
+def test_the_parser_repeats_the_server_bench_intervals() -> None:
+    from sentinel.bench.server import DEFAULT_INTERVAL_S
+    from sentinel.verbs import server_bench
+
+    assert server_bench.DEFAULT_INTERVAL_S == DEFAULT_INTERVAL_S

@@ -59,6 +59,7 @@ def run_forecast_bench(data: Path, train_days: float = 21.0,
         m: {t: {h: [] for h in HORIZONS} for t in TARGETS} for m in (*METHODS, "abs_model", "abs_last",
                                                                     "abs_seasonal_day", "abs_seasonal_week")}
     covered: dict[str, dict[str, list[np.ndarray]]] = {t: {h: [] for h in HORIZONS} for t in TARGETS}
+    unchanged: dict[str, dict[str, list[np.ndarray]]] = {t: {h: [] for h in HORIZONS} for t in TARGETS}
     per_series: dict[str, Any] = {}
     for i, s in enumerate(series):
         say(f"scoring {s.name} ({i + 1}/{len(series)})")
@@ -68,6 +69,7 @@ def run_forecast_bench(data: Path, train_days: float = 21.0,
             for hname, h in HORIZONS.items():
                 k = np.arange(train_end - 1, len(s) - h)
                 truth = y[k + h]
+                unchanged[target][hname].append(truth == y[k])
                 forecasts = {"model": model.predict_change(s, target, k, h), "last": y[k],
                              "seasonal_day": y[k + h - DAY], "seasonal_week": y[k + h - WEEK]}
                 for method, f in forecasts.items():
@@ -80,8 +82,12 @@ def run_forecast_bench(data: Path, train_days: float = 21.0,
                                               & (truth <= mid + hi * scale + 1e-9))
                 per_series[s.name].setdefault(column, {})[hname] = {
                     m: round(float(errors[m][target][hname][-1].mean()), 2) for m in METHODS}
-    return _summarise(errors, covered, per_series, series, skipped, data, train_days, fit_s,
-                      time.perf_counter() - started)
+    result = _summarise(errors, covered, per_series, series, skipped, data, train_days, fit_s,
+                        time.perf_counter() - started)
+    # why persistence is hard to beat here: the share of test points whose truth is exactly the value now
+    result["truth_equals_last_fraction"] = {c: {h: round(float(np.concatenate(unchanged[t][h]).mean()), 3)
+                                                for h in HORIZONS} for t, c in TARGETS.items()}
+    return result
 
 
 def _summarise(errors: dict[str, Any], covered: dict[str, Any], per_series: dict[str, Any],
@@ -137,6 +143,9 @@ def render_forecast_bench(result: dict[str, Any]) -> str:
             cover = result["model_interval_80_coverage"][column][h]
             lines.append(f"{column:<16}{h:<9}" + "".join(cells) + f"{cover:>11.0%}")
     lines.append("")
+    same = result.get("truth_equals_last_fraction", {})
+    lines += [f"truth equal to the value now ({column}): " + ", ".join(f"{h} {v:.0%}" for h, v in by.items())
+              for column, by in same.items()]
     for key, g in result["goal"]["by"].items():
         verdict = "met" if g["met"] else "NOT met"
         lines.append(f"goal {key}: model sMAPE {g['model_smape']:.2f} vs {g['best_baseline_smape']:.2f} "

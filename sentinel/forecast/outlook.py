@@ -14,13 +14,13 @@ from typing import Any
 from sqlalchemy import Engine
 
 from models.calendar_features import DAY
-from models.forecast import ANCHORS, COARSE, DemandForecaster, Forecast, LoadSeries
+from models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
 from sentinel.errors import ValidationError
+from sentinel.forecast import resident as models
 from sentinel.forecast.risk import FailureModel, FindingsRisk, RiskForecast, forecast_risk
-from sentinel.load.bins import ALL, BIN_S, series
+from sentinel.load.bins import ALL, BIN_S
 from sentinel.store import load as store
 
-HISTORY_S = 28 * 86_400.0
 RISK_LOOKBACK_S = 86_400.0
 
 
@@ -49,26 +49,20 @@ def choose_partition(engine: Engine, wanted: str | None) -> str | None:
     return ALL if ALL in known else sorted(known)[0]
 
 
-def demand(engine: Engine, partition: str, bins: int) -> tuple[Forecast, LoadSeries]:
-    last = store.latest_bin_ts(engine, partition)
-    rows = store.load_bins(engine, partition, None if last is None else last - HISTORY_S)
-    cols = series(rows)
-    # submissions only when the newest bin knows them (the simulator's scheduler, for one, does not)
-    extra = {"submissions": cols["submissions"]} if rows and rows[-1].submissions is not None else {}
-    s = LoadSeries.build(partition, cols["ts"], capacity=cols["total_gpus"], running_gpus=cols["running_gpus"],
-                         pending_gpus=cols["pending_gpus"], **extra)
-    model = DemandForecaster(anchors=_anchors(bins))
-    if len(s) > model.min_train_rows:
-        model.fit([s])
-    return model.forecast(s, bins), s
+def demand(engine: Engine, partition: str, bins: int,
+           refit: bool = False) -> tuple[Forecast, LoadSeries, dict[str, Any]]:
+    """The forecast from the stored forecaster when fresh, else from a new fit (stored for the next call)."""
+    s = models.history(engine, partition)
+    found = models.resident(engine, partition, s, _anchors(bins), refit)
+    return found.model.forecast(s, bins), s, models.describe(found)
 
 
 def build_report(engine: Engine, partition: str | None = None, horizon_s: float = 3 * 3600.0,
-                 failure_model: FailureModel | None = None, top: int = 10) -> dict[str, Any]:
+                 failure_model: FailureModel | None = None, top: int = 10, refit: bool = False) -> dict[str, Any]:
     bins = horizon_bins(horizon_s)
     chosen = choose_partition(engine, partition)
     notes: list[str] = []
-    forecast, history = (None, None) if chosen is None else demand(engine, chosen, bins)
+    forecast, history, fitted = (None, None, {}) if chosen is None else demand(engine, chosen, bins, refit)
     if forecast is None:
         notes.append("no load bins recorded yet: record them from the scheduler (see docs/forecast.md)")
     else:
@@ -84,6 +78,7 @@ def build_report(engine: Engine, partition: str | None = None, horizon_s: float 
         "as_of": as_of,
         "horizon_s": horizon_s,
         "method": forecast.method if forecast else "none",
+        "model": fitted,
         "notes": notes,
         "history": _history(history),
         "forecast": {t: [vars(p) for p in pts] for t, pts in (forecast.targets.items() if forecast else [])},

@@ -75,9 +75,18 @@ def chart(history: Sequence[float], forecast: Sequence[dict[str, Any]], title: s
     return "\n".join(lines)
 
 
+def _model_line(report: dict[str, Any]) -> str:
+    model = report.get("model") or {}
+    if model.get("source") == "stored":
+        return f" (model fitted up to the bin at {fmt_ts(model['fitted_ts'])})"
+    if model.get("source") == "fitted":
+        return " (model fitted now and stored)"
+    return ""
+
+
 def render_report(report: dict[str, Any]) -> str:
     out = [f"forecast for partition {report['partition'] or '-'} as of {fmt_ts(report['as_of'])} UTC, "
-           f"horizon {report['horizon_s'] / 3600:g} h, method {report['method']}"]
+           f"horizon {report['horizon_s'] / 3600:g} h, method {report['method']}{_model_line(report)}"]
     out += [f"note: {n}" for n in report["notes"]]
     table = forecast_table(report)
     if table:

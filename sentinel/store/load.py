@@ -48,6 +48,26 @@ def save_forecast(engine: Engine, rows: Sequence[dict[str, Any]]) -> None:
                update_cols=["point", "lo", "hi", "method"])
 
 
+def save_forecaster(engine: Engine, partition: str, fitted_ts: float, fitted_bins: int, made_ts: float,
+                    anchors: Sequence[int], blob: bytes) -> None:
+    """Keep one fitted demand forecaster per partition (a newer one replaces it)."""
+    row = {"partition": partition, "fitted_ts": fitted_ts, "fitted_bins": fitted_bins, "made_ts": made_ts,
+           "anchors": ",".join(str(a) for a in anchors), "blob": blob}
+    with engine.begin() as conn:
+        upsert(conn, s.forecast_models, [row], keys=["partition"],
+               update_cols=["fitted_ts", "fitted_bins", "made_ts", "anchors", "blob"])
+
+
+def stored_forecaster(engine: Engine, partition: str) -> dict[str, Any] | None:
+    """The stored forecaster's row (``anchors`` as a tuple of ints), or None."""
+    with engine.connect() as conn:
+        query = select(s.forecast_models).where(s.forecast_models.c.partition == partition)
+        row = conn.execute(query).mappings().first()
+    if row is None:
+        return None
+    return {**dict(row), "anchors": tuple(int(a) for a in str(row["anchors"]).split(",") if a)}
+
+
 def fleet_nodes(engine: Engine) -> list[dict[str, Any]]:
     """Every node with its GPU count, healthy GPUs (state ok) and whether Sentinel holds it drained."""
     healthy = (

@@ -14,6 +14,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -180,4 +181,17 @@ forecasts = Table(
     Column("lo", Float, nullable=False),
     Column("hi", Float, nullable=False),
     Column("method", String(32), nullable=False),
+)
+
+# The fitted demand forecaster per partition (``DemandForecaster.to_bytes``), so ``sentinel forecast`` need not
+# fit (nor import scikit-learn) while it is fresh. ``fitted_ts``: start of the newest bin the fit saw.
+forecast_models = Table(
+    "forecast_models",
+    metadata,
+    Column("partition", NAME, primary_key=True),
+    Column("fitted_ts", Float, nullable=False),
+    Column("fitted_bins", Integer, nullable=False),
+    Column("made_ts", Float, nullable=False),
+    Column("anchors", String(200), nullable=False),  # comma-separated horizons in bins, e.g. "1,6,18"
+    Column("blob", LargeBinary, nullable=False),
 )

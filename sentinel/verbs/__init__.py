@@ -35,9 +35,13 @@ def db_url(value: str) -> str:
 
 
 def open_repo(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from sentinel.daemon import open_repository
+    # the store modules only, not sentinel.daemon: reading commands should not import the whole pipeline
+    from sentinel.store.engine import make_engine, require_current
+    from sentinel.store.repository import Repository
 
-    return open_repository(load_config(args), migrate=False)
+    engine = make_engine(load_config(args).store.url, must_exist=True)
+    require_current(engine)
+    return Repository(engine)
 
 
 # ----- verbs ----------------------------------------------------------------------------------------------------

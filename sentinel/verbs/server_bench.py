@@ -18,10 +18,13 @@ DATASETS = {
 }
 
 
+# sentinel.bench.server.DEFAULT_INTERVAL_S, repeated so that building the CLI's parser imports no scipy or
+# scikit-learn (about a second of every command's start); tests/test_forecast_cli.py checks they agree
+DEFAULT_INTERVAL_S = {"smd": 60.0, "asd": 300.0}
+
+
 def add_server_bench_parsers(bench: Any, common: argparse.ArgumentParser) -> None:
     """Register ``bench smd`` and ``bench asd`` on the ``bench`` subparsers (called from sentinel/cli.py)."""
-    from sentinel.bench.server import DEFAULT_INTERVAL_S
-
     for name, what in DATASETS.items():
         sub = bench.add_parser(
             name, parents=[common],

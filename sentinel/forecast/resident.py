@@ -1,0 +1,106 @@
+"""The resident demand forecaster: fitted once, kept in the store, reused while fresh.
+
+``sentinel forecast`` used to fit its models on every call (and import scikit-learn to do it): seconds of a
+command that should answer at once. Now a fitted forecaster is stored per partition (table
+``forecast_models``) by whoever fits it first: the load recorder in ``sentinel controller`` / ``sentinel run``
+after it stores new bins, or the command itself on a cold store. It stays fresh until ``REFIT_BINS`` newer bins
+arrived (the forecaster's own ``refit_every``: the online update) and while it covers the horizons asked for;
+forecasts always read the newest bins as lags, so a fresh model answers for the newest bin.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from models.forecast import ANCHORS, COARSE, DemandForecaster, LoadSeries
+from sentinel.load.bins import BIN_S, series
+from sentinel.store import load as store
+
+HISTORY_S = 28 * 86_400.0
+REFIT_BINS = 6
+ALL_ANCHORS = ANCHORS + COARSE
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Resident:
+    model: DemandForecaster
+    source: str  # stored | fitted | none (too little history to fit)
+    fitted_ts: float | None = None
+    saved: bool = False
+
+
+def history(engine: Engine, partition: str) -> LoadSeries:
+    """The partition's newest 28 days of bins as one evenly spaced series."""
+    last = store.latest_bin_ts(engine, partition)
+    rows = store.load_bins(engine, partition, None if last is None else last - HISTORY_S)
+    cols = series(rows)
+    # submissions only when the newest bin knows them (the simulator's scheduler, for one, does not)
+    extra = {"submissions": cols["submissions"]} if rows and rows[-1].submissions is not None else {}
+    return LoadSeries.build(partition, cols["ts"], capacity=cols["total_gpus"], running_gpus=cols["running_gpus"],
+                            pending_gpus=cols["pending_gpus"], **extra)
+
+
+def stored(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...]) -> Resident | None:
+    """The stored forecaster when it is fresh for ``s`` and covers ``anchors``; else None."""
+    row = store.stored_forecaster(engine, partition)
+    if row is None or not set(anchors) <= set(row["anchors"]) or not len(s):
+        return None
+    behind = (float(s.ts[-1]) - float(row["fitted_ts"])) / BIN_S
+    if not 0 <= behind < REFIT_BINS:
+        return None
+    try:
+        model = DemandForecaster.from_bytes(bytes(row["blob"]))
+    except (ValueError, KeyError) as exc:  # an older or damaged blob: fit again
+        log.warning("stored forecaster for %s not readable (%s); fitting a new one", partition, exc)
+        return None
+    return Resident(model, "stored", float(row["fitted_ts"]))
+
+
+def fit(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...], save: bool = True) -> Resident:
+    """Fit on ``s`` (when it is long enough) and store the result; a read-only store only costs the saving."""
+    model = DemandForecaster(anchors=anchors)
+    if len(s) <= model.min_train_rows:
+        return Resident(model, "none")
+    model.fit([s])
+    saved = False
+    if save and model.trained:
+        try:
+            store.save_forecaster(engine, partition, float(s.ts[-1]), len(s), time.time(), model.anchors,
+                                  model.to_bytes())
+            saved = True
+        except SQLAlchemyError as exc:
+            log.warning("could not store the fitted forecaster for %s: %s", partition, exc)
+    return Resident(model, "fitted", float(s.ts[-1]), saved)
+
+
+def resident(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...],
+             refit: bool = False) -> Resident:
+    """The stored forecaster when fresh (unless ``refit``), else a new fit that is stored for the next call."""
+    found = None if refit else stored(engine, partition, s, anchors)
+    return found if found is not None else fit(engine, partition, s, anchors)
+
+
+def refresh(engine: Engine, partitions: list[str] | None = None) -> dict[str, str]:
+    """Refit every partition's forecaster (all horizons) that is missing or stale; what happened per partition.
+    Called by the load recorder after it stored bins, so the command finds a fresh model."""
+    names = partitions if partitions is not None else sorted(store.partitions(engine))
+    done = {}
+    for name in names:
+        s = history(engine, name)
+        if stored(engine, name, s, ALL_ANCHORS) is not None:
+            done[name] = "fresh"
+            continue
+        done[name] = fit(engine, name, s, ALL_ANCHORS).source
+    return done
+
+
+def describe(r: Resident) -> dict[str, Any]:
+    return {"source": r.source, "fitted_ts": r.fitted_ts, "anchors_bins": list(r.model.anchors)}

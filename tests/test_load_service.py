@@ -1,0 +1,86 @@
+"""The live load recorder in the controller loop: a bin per interval from squeue, the forecaster kept fresh,
+failures skipped, and the config that turns it on."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from sentinel import config as config_mod
+from sentinel.clock import ManualClock
+from sentinel.errors import ConfigError
+from sentinel.events import GpuReading, TelemetrySample
+from sentinel.load.bins import ALL, LoadBin
+from sentinel.load.service import LoadService, build_load_service
+from sentinel.load.squeue import SqueueSource
+from sentinel.store.load import load_bins, record_load_bins, stored_forecaster
+from sentinel.store.repository import Repository
+from tests.test_load_bins import SQUEUE_2311
+
+START = 1_767_225_600.0  # a multiple of 600
+
+
+def _history(repo: Repository, days: float) -> float:
+    """Bins of a daily rhythm for ``days`` before START; returns START."""
+    n = int(days * 144)
+    t = np.arange(n)
+    run = np.round(6 + 2 * np.sin(2 * np.pi * t / 144))
+    record_load_bins(repo.engine, [LoadBin(START - 600.0 * (n - i), ALL, float(run[i]), float(i % 2), 0, 16.0,
+                                           None, "squeue") for i in range(n)])
+    return START
+
+
+def test_a_bin_per_interval_at_the_boundary_and_the_forecaster_refitted(repo: Repository) -> None:
+    _history(repo, 3.5)
+    calls: list[list[str]] = []
+
+    def squeue(argv: list[str]) -> str:
+        calls.append(argv)
+        return json.dumps(SQUEUE_2311)
+
+    clock = ManualClock(START + 30.0)
+    service = LoadService(repo.engine, SqueueSource(squeue), clock, interval_s=600.0)
+    service.observe([TelemetrySample(node="n1", ts=clock.now(), seq=1, gpus=[GpuReading(index=0, util_gpu_pct=40)])])
+    assert service.step() == [] and calls == []  # not due before the next boundary
+    clock.advance(600.0)
+    bins = service.step()
+    assert calls == [["squeue", "--json", "--all"]]
+    mine = {b.partition: b for b in bins}
+    assert mine[ALL].ts == START and mine[ALL].running_gpus == 8.0 and mine[ALL].util == pytest.approx(0.4)
+    assert load_bins(repo.engine, ALL)[-1].ts == START  # the bin [START, START + 600) as it stood when it closed
+    row = stored_forecaster(repo.engine, ALL)
+    assert row is not None and row["fitted_ts"] == START and 144 in row["anchors"]  # every horizon, 24 h too
+    assert service.step() == []  # once per interval
+
+
+def test_a_failing_squeue_is_skipped_and_the_next_interval_records(repo: Repository,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    answers = iter(["{not json", json.dumps(SQUEUE_2311)])
+    clock = ManualClock(START)
+    service = LoadService(repo.engine, SqueueSource(lambda argv: next(answers)), clock, interval_s=60.0,
+                          refit=False)
+    clock.advance(60.0)
+    assert service.step() == [] and "load bins not recorded" in caplog.text
+    clock.advance(60.0)
+    assert service.step() and service.recorded > 0
+    assert stored_forecaster(repo.engine, ALL) is None  # refit off
+
+
+@pytest.mark.parametrize(("raw", "records"), [
+    ({}, False),
+    ({"actuator": {"kind": "slurm"}}, True),
+    ({"actuator": {"kind": "slurm"}, "load": {"record": "off"}}, False),
+    ({"load": {"record": "squeue", "interval_s": 60}}, True),
+])
+def test_auto_records_from_squeue_only_with_the_slurm_actuator(repo: Repository, raw: dict[str, object],
+                                                               records: bool) -> None:
+    cfg = config_mod.from_mapping(raw)
+    service = build_load_service(cfg, repo.engine, ManualClock())
+    assert (service is not None) is records
+
+
+def test_a_bad_interval_names_its_path() -> None:
+    with pytest.raises(ConfigError, match="load.interval_s"):
+        config_mod.from_mapping({"load": {"interval_s": 3600}})
