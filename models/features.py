@@ -19,9 +19,9 @@ from collections.abc import Mapping
 import numpy as np
 
 FEATURES = (
-    "temp_c",  # last reading
+    "temp_c",  # mean of the newest LEVEL_SAMPLES readings
     "temp_dev_slope_c_per_min",  # slope over the window of the GPU's temperature minus its peers' median
-    "temp_dev_c",  # last reading minus the median of the node's GPUs
+    "temp_dev_c",  # that level minus the median of the node's GPUs' levels
     "power_dev_w",
     "clock_ratio",  # SM clock over the median of the node's GPUs (mean of the last 2 samples)
     "util_pct",
@@ -38,6 +38,7 @@ FEATURES = (
     "xid_precursor_age_s",  # seconds since the GPU's last Xid 63/64, capped at XID_AGE_CAP_S
 )
 XID_AGE_CAP_S = 86_400.0
+LEVEL_SAMPLES = 6  # levels (temperature, power, utilisation) average this many newest readings
 THERMAL_MASK = 0x20 | 0x40  # NVML clock-event reasons: SW thermal, HW thermal
 
 
@@ -89,9 +90,12 @@ def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.
     temp, power, clock = series["temp_c"], series["power_w"], series["sm_clock_mhz"]
     gpus_shape = temp.shape[1:]
     quarter = max(temp.shape[0] // 4, 1)
-    last_temp = temp[-1]
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a lost GPU's clock is NaN in both samples
+        warnings.simplefilter("ignore", RuntimeWarning)  # a lost GPU's readings are all NaN
+        # Levels are means of the last LEVEL_SAMPLES readings: one noisy reading must not look like a trend.
+        last_temp = np.nanmean(temp[-LEVEL_SAMPLES:], axis=0)
+        last_power = np.nanmean(power[-LEVEL_SAMPLES:], axis=0)
+        last_util = np.nanmean(series["util_pct"][-LEVEL_SAMPLES:], axis=0)
         recent_clock = np.nanmean(clock[-2:], axis=0)
         clock_ratio = recent_clock / _peer_median(recent_clock)
     throttled = (series["throttle"] & THERMAL_MASK) != 0
@@ -103,9 +107,9 @@ def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.
         last_temp,
         slope_per_min(temp - _peer_median(temp), ts),  # a job-wide warm-up moves every peer: only drift counts
         last_temp - _peer_median(last_temp),
-        power[-1] - _peer_median(power[-1]),
+        last_power - _peer_median(last_power),
         np.nan_to_num(clock_ratio, nan=1.0, posinf=1.0, neginf=1.0),
-        series["util_pct"][-1],
+        last_util,
         rate_per_h(series["ecc_sbe"], ts),
         rate_per_h(series["ecc_sbe"], ts, quarter),
         np.nan_to_num(series["remap_pending"][-1], nan=0.0),

@@ -139,7 +139,7 @@ class HazardConfig(_Section, frozen=True):
     model: str = ""  # a model directory, a name under models_dir, or "latest"; "" = rules only
     models_dir: str = "sentinel-models"
     score_interval_s: float = 60.0  # per node, in sample time
-    consecutive: int = 2  # scorings at or above the threshold before a finding (hysteresis)
+    consecutive: int = 3  # scorings at or above the threshold before a finding (hysteresis)
     threshold: float = 0.0  # 0: the threshold chosen at training for the target precision
     anomalies: bool = True  # IsolationForest findings (alerts only)
     anomaly_consecutive: int = 5  # scorings in a row above the anomaly threshold: only persistent outliers

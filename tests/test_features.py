@@ -63,9 +63,9 @@ def _series() -> dict[str, np.ndarray]:
 def test_gpu_features_of_a_literal_window() -> None:
     x = gpu_features(_series(), np.array([86_400.0, 86_400.0, 300.0]))
     assert x.shape == (3, len(FEATURES))
-    assert x[:, col("temp_c")].tolist() == [60.0, 61.0, 85.0]
+    assert x[:, col("temp_c")].tolist() == [60.0, 61.0, 77.5]  # mean of the newest readings, not the last one
     assert x[2, col("temp_dev_slope_c_per_min")] == pytest.approx(5.0)  # its peers stay flat
-    assert x[:, col("temp_dev_c")].tolist() == [-1.0, 0.0, 24.0]  # against the median of the node's GPUs
+    assert x[:, col("temp_dev_c")].tolist() == [-1.0, 0.0, 16.5]  # against the median of the node's GPUs
     assert x[:, col("power_dev_w")].tolist() == [0.0, 10.0, -200.0]
     assert x[:, col("clock_ratio")].tolist() == [1.0, 1.0, 0.5]
     assert x[:, col("ecc_sbe_per_h")].tolist() == pytest.approx([0.0, 0.0, 10 * 3600 / 180])
