@@ -8,9 +8,9 @@ every call is a round trip to slurmctld.
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Callable
 
+from sentinel.actuator.runner import SubprocessRunner, output_of
 from sentinel.errors import CollectorError
 from sentinel.events import NODE_NAME_PATTERN
 
@@ -20,13 +20,7 @@ _JOB_ID = re.compile(r"^[0-9]+(?:_[0-9]+)?(?:\+[0-9]+)?$")  # 123, array 123_4, 
 
 
 def run_command(argv: list[str]) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CollectorError(f"{argv[0]}: {exc}") from None
-    if done.returncode != 0:
-        raise CollectorError(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[:300]}")
-    return done.stdout
+    return output_of(SubprocessRunner().run(argv, timeout_s=10.0), CollectorError)
 
 
 class SlurmJobs:

@@ -70,3 +70,21 @@ def test_the_slurm_job_collector_refuses_unexpected_output_and_bad_node_names() 
         SlurmJobs("gpu-node-001", runner=lambda argv: "JOBID\n12\n").read()
     with pytest.raises(CollectorError, match="not a valid node name"):
         SlurmJobs("node;rm -rf /")
+
+
+def test_the_slurm_job_collector_finds_a_real_running_job_on_its_node(slurm) -> None:  # type: ignore[no-untyped-def]
+    """Against the real Slurm test cluster (tests/services.sh starts it)."""
+    from sentinel.actuator.runner import SubprocessRunner, output_of
+    from tests.slurm_cluster import wait_for
+
+    slurm.reset()
+    job = slurm.submit("#!/bin/bash\nsleep 120\n", "-o", "/dev/null")
+    runner = SubprocessRunner({"SLURM_CONF": slurm.conf})
+    try:
+        node = wait_for(lambda: slurm.jobs()[job]["nodes"] or None, 30, "the job to start")
+        found = SlurmJobs(node, runner=lambda argv: output_of(runner.run(argv, 10.0), CollectorError)).read()
+        assert found == [job]
+        others = [n for n in slurm.nodes() if n != node]
+        assert SlurmJobs(others[0], runner=lambda argv: output_of(runner.run(argv, 10.0), CollectorError)).read() == []
+    finally:
+        slurm.reset()

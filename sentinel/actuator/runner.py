@@ -56,3 +56,10 @@ class SubprocessRunner:
         elapsed = time.monotonic() - started
         log.debug("%s -> %d in %.3f s", " ".join(args), proc.returncode, elapsed)
         return Completed(args, proc.returncode, proc.stdout, proc.stderr, elapsed)
+
+
+def output_of(completed: Completed, error: type[Exception]) -> str:
+    """``stdout`` of a run that succeeded; otherwise ``error`` naming the program, its status and stderr."""
+    if completed.returncode != 0:
+        raise error(f"{' '.join(completed.argv)} exited {completed.returncode}: {completed.stderr.strip()[:300]}")
+    return completed.stdout

@@ -104,16 +104,13 @@ def _slurm_runner(config: Config) -> Callable[[list[str]], str]:
     """``squeue`` from ``actuator.slurm.bin_dir`` with its ``slurm_conf``, through the actuator's runner seam."""
     import os
 
-    from sentinel.actuator.runner import SubprocessRunner
+    from sentinel.actuator.runner import SubprocessRunner, output_of
 
     slurm = config.actuator.slurm
     runner = SubprocessRunner({"SLURM_CONF": slurm.slurm_conf} if slurm.slurm_conf else None)
 
     def run(argv: list[str]) -> str:
         argv = [os.path.join(slurm.bin_dir, argv[0]) if slurm.bin_dir else argv[0], *argv[1:]]
-        done = runner.run(argv, slurm.command_timeout_s)
-        if done.returncode != 0:
-            raise SentinelError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[:300]}")
-        return done.stdout
+        return output_of(runner.run(argv, slurm.command_timeout_s), SentinelError)
 
     return run

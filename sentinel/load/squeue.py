@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sentinel.actuator.runner import SubprocessRunner, output_of
 from sentinel.errors import ValidationError
 from sentinel.load.bins import ALL, PartitionLoad, QueueSnapshot
 
@@ -99,13 +99,7 @@ def parse_squeue(data: str | bytes | Mapping[str, Any], ts: float,
 
 
 def _run(argv: list[str]) -> str:
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ValidationError(f"{argv[0]}: {exc}") from None
-    if done.returncode != 0:
-        raise ValidationError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[:300]}")
-    return done.stdout
+    return output_of(SubprocessRunner().run(argv, timeout_s=30.0), ValidationError)
 
 
 class SqueueSource:
