@@ -7,7 +7,8 @@ began (nothing resumes nodes here, so that node had no job left to lose). Precis
 drains), where a false drain is one that matches no such fault (drains on benign, storm or software-fault nodes
 included); recall = caught / faults that need a drain. Lead time = failure − first alert or drain on the node
 inside the window (0 when the first comes after the failure); detection delay = first drain − failure, for faults
-with no precursor. Rates are per 1,000 node-days of the scenario.
+with no precursor. Rates are per 1,000 node-days of the scenario. Benign actions are false drains on a node within
+``BENIGN_WINDOW_S`` after one of its benign or storm events (the drains those events caused).
 
 Large scenarios can be scored on the nodes that have a ground-truth event plus a random share of the others
 (``--healthy-sample``); node-days then count only the nodes fed, so false-drain rates stay per node-day.
@@ -40,6 +41,7 @@ from sentinel.tables import render
 from sentinel.transport import LOGS, TELEMETRY
 
 GRACE_S = 300.0
+BENIGN_WINDOW_S = 3600.0  # a false drain on a node within this long after its benign event is an action on it
 # AWS EKS node-health: Xids that mark a node unhealthy (domain.md) - the static list existing tools act on.
 EKS_XIDS = {46, 48, 54, 62, 63, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 142, 143, 151, 155, 156, 158}
 CRASH_XIDS = {48, 74, 79, 94, 95, 119, 120}  # the failure itself: what a react-on-crash setup sees
@@ -134,7 +136,7 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
     false = [d for i, d in enumerate(drains) if i not in used]
     false_alerts = [s for s in signals if not s.drain and not any(
         f.node == s.node and f.precursor_start_s <= s.ts_s <= f.failure_s + GRACE_S for f in faults)]
-    benign_nodes = {(e.node) for e in truth if e.kind in ("benign", "storm")}
+    benign = [e for e in truth if e.kind in ("benign", "storm")]
     tp, fp = sum(len(v) for v in caught.values()), len(false)
     precision = tp / (tp + fp) if tp + fp else None
     recall = tp / len(faults) if faults else None
@@ -160,7 +162,8 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         "false_alerts_per_1000_node_days": round(len(false_alerts) * 1000 / node_days, 2) if node_days else None,
         "false_alerts_by_rule": dict(Counter(s.why for s in false_alerts).most_common()),
         "false_drain_list": [{"node": d.node, "t_s": round(d.ts_s, 1), "why": d.why[:160]} for d in false],
-        "benign_actions": sum(1 for d in false if d.node in benign_nodes),
+        "benign_actions": sum(1 for d in false if any(
+            e.node == d.node and e.failure_s <= d.ts_s <= e.failure_s + BENIGN_WINDOW_S for e in benign)),
         "by_class": by_class,
         **split,
     }
