@@ -63,7 +63,7 @@ def test_a_short_run_times_both_systems_from_onset_to_alert() -> None:
     assert r["by_class"]["thermal"]["sentinel_before_failure"] == 1
     assert r["by_class"]["thermal"]["prometheus_before_failure"] == 1
     gsp = r["by_class"]["gsp"]
-    assert 0 <= gsp["sentinel_s_median"] < gsp["prometheus_s_median"] <= 60
+    assert 0 <= gsp["sentinel_s_median"] <= gsp["prometheus_s_median"] <= 60
     assert r["sentinel_s_median"] is not None and r["prometheus_s_median"] is not None
     assert "GpuTempHigh" in r["prometheus_alerts"] and "GpuXidCritical" in r["prometheus_alerts"]
     assert r["sentinel_false_alert_nodes"] == 0
