@@ -7,6 +7,7 @@ so a benchmark never scores the stream its model learned from.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
@@ -103,10 +104,9 @@ def cached_model(progress: Callable[[str], None] | None = None) -> str:
                  f"{root})")
     data, digest = scenario_dataset(TRAIN_SCENARIO, WINDOW_SAMPLES, HORIZON_S)
     model = hazard.fit(data, HORIZON_S, TARGET_PRECISION)
-    staging = f"{name}.tmp-{os.getpid()}"
-    persistence.save(model, root, staging, digest, f"scenario {TRAIN_SCENARIO}")
-    try:
-        os.rename(root / staging, root / name)
-    except OSError:  # another process cached the same model first
-        shutil.rmtree(root / staging, ignore_errors=True)
+    staging = root / f".staging-{os.getpid()}"  # saved whole, then moved into place: readers never see half
+    persistence.save(model, staging, name, digest, f"scenario {TRAIN_SCENARIO}")
+    with contextlib.suppress(OSError):  # another process cached the same model first: keep theirs
+        os.rename(staging / name, root / name)
+    shutil.rmtree(staging, ignore_errors=True)
     return str(root / name)
