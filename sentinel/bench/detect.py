@@ -298,7 +298,8 @@ def render_detect(r: dict[str, Any]) -> str:
     rows = [{"metric": k, "sentinel": r[k], "threshold": r["baselines"]["threshold"][k],
              "reactive": r["baselines"]["reactive"][k]} for k in keys]
     for split in ("with_precursor", "no_precursor"):
-        rows.append({"metric": f"recall, faults {split.replace('_', ' ')}", "sentinel": r[split]["recall"],
+        label = "with a precursor" if split == "with_precursor" else "without one"
+        rows.append({"metric": f"recall, faults {label}", "sentinel": r[split]["recall"],
                      "threshold": r["baselines"]["threshold"][split]["recall"],
                      "reactive": r["baselines"]["reactive"][split]["recall"]})
     classes = [{"class": c, **v} for c, v in r["by_class"].items()]
