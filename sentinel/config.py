@@ -21,29 +21,12 @@ from typing import Any, Literal
 
 import msgspec
 
+from sentinel.config_actuation import ActuatorConfig, SecurityConfig
+from sentinel.config_fields import _listen, _non_negative, _positive, _Section, require
 from sentinel.errors import ConfigError
 from sentinel.events import NODE_NAME_PATTERN
 
 ENV_PREFIX = "SENTINEL__"
-
-
-def require(ok: bool, field: str, message: str, value: object) -> None:
-    if not ok:
-        raise ValueError(f"{field}: {message}, got {value!r}")
-
-
-def _positive(field: str, value: float) -> None:
-    require(math.isfinite(value) and value > 0, field, "must be a finite number > 0", value)
-
-
-def _listen(field: str, value: str) -> None:
-    if value:
-        host, _, port = value.rpartition(":")
-        require(bool(host) and port.isdigit() and 0 < int(port) < 65536, field, "must be HOST:PORT", value)
-
-
-class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    pass
 
 
 class DcgmConfig(_Section, frozen=True):
@@ -189,10 +172,6 @@ class BreakerConfig(_Section, frozen=True):
         _positive("window_s", self.window_s)
 
 
-def _non_negative(field: str, value: float) -> None:
-    require(math.isfinite(value) and value >= 0, field, "must be a finite number >= 0", value)
-
-
 class HysteresisConfig(_Section, frozen=True):
     # findings an incident needs before a predicted (not fatal) failure is acted on; below that it only alerts.
     # The built-in rules already require persistence before they report (thermal: sustain_samples, 3 C band).
@@ -239,82 +218,6 @@ class PolicyConfig(_Section, frozen=True):
         _non_negative("cooldown_s", self.cooldown_s)
         _positive("command_ttl_s", self.command_ttl_s)
         require(0 <= self.min_confidence <= 1, "min_confidence", "must be in [0, 1]", self.min_confidence)
-
-
-class KubernetesConfig(_Section, frozen=True):
-    """``actuator.kind = "kubernetes"`` (docs/actuation-kubernetes.md)."""
-
-    kubeconfig: str = ""  # empty: $KUBECONFIG, else ~/.kube/config
-    context: str = ""  # empty: the kubeconfig's current context
-    in_cluster: bool = False  # use the pod's service account instead of a kubeconfig
-    request_timeout_s: float = 10.0
-    taint_key: str = "sentinel.dev/failing"
-    checkpoint_timeout_s: float = 120.0  # how long to wait for a pod's checkpoint acknowledgement
-    checkpoint_poll_s: float = 2.0
-    eviction_retries: int = 5  # retries while a PodDisruptionBudget blocks an eviction (HTTP 429)
-    eviction_backoff_s: float = 2.0  # first wait between retries; doubles, at most 60 s
-
-    def __post_init__(self) -> None:
-        for name in ("request_timeout_s", "checkpoint_poll_s"):
-            _positive(name, getattr(self, name))
-        for name in ("checkpoint_timeout_s", "eviction_backoff_s"):
-            value = getattr(self, name)
-            require(math.isfinite(value) and value >= 0, name, "must be a finite number >= 0", value)
-        require(0 <= self.eviction_retries <= 100, "eviction_retries", "must be in [0, 100]", self.eviction_retries)
-        require(re.match(r"^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\Z", self.taint_key)
-                is not None, "taint_key", "must be a Kubernetes label key like sentinel.dev/failing", self.taint_key)
-
-
-class SlurmActuatorConfig(_Section, frozen=True):
-    """``actuator.slurm``: how Sentinel drives Slurm (docs/actuation-slurm.md)."""
-
-    bin_dir: str = ""  # folder holding scontrol, squeue, sinfo, scancel; "" = found on PATH
-    slurm_conf: str = ""  # SLURM_CONF for those commands; "" = Slurm's own default
-    signal: str = "USR1"  # sent to the job to ask for a checkpoint (scancel --signal)
-    signal_target: Literal["batch", "full"] = "batch"  # scancel --batch (the batch shell) or --full (all of it)
-    ack_dir: str = "/var/lib/sentinel/ack"  # shared with the jobs: request and acknowledgement files
-    ack_timeout_s: float = 120.0  # give up waiting for a job's checkpoint after this long (then drain anyway)
-    poll_s: float = 0.1  # how often acknowledgements and job states are read while waiting
-    command_timeout_s: float = 15.0  # one scontrol/squeue/sinfo/scancel call
-    unreachable_timeout_s: float = 300.0  # keep retrying while slurmctld does not answer (default: a command's TTL)
-    backoff_initial_s: float = 0.5
-    backoff_max_s: float = 10.0
-    requeue_start_timeout_s: float = 15.0  # nudge a requeued job (StartTime=now, release) until it may start
-
-    def __post_init__(self) -> None:
-        import signal as signals
-
-        require(f"SIG{self.signal.upper()}" in signals.Signals.__members__ and self.signal.isalnum(), "signal",
-                "must be a signal name such as USR1, USR2 or TERM", self.signal)
-        require(bool(self.ack_dir), "ack_dir", "must name a folder shared with the jobs", self.ack_dir)
-        for name in ("ack_timeout_s", "poll_s", "command_timeout_s", "unreachable_timeout_s", "backoff_initial_s",
-                     "backoff_max_s", "requeue_start_timeout_s"):
-            _positive(name, getattr(self, name))
-        require(self.backoff_max_s >= self.backoff_initial_s, "backoff_max_s", "must be >= backoff_initial_s",
-                self.backoff_max_s)
-
-
-class ActuatorConfig(_Section, frozen=True):
-    kind: str = "dryrun"
-    kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
-    slurm: SlurmActuatorConfig = msgspec.field(default_factory=SlurmActuatorConfig)
-
-
-class SecurityConfig(_Section, frozen=True):
-    """Command signing between the controller and the actuator (docs/security.md).
-
-    ``key_file`` holds the HMAC-SHA256 key (mode 0600). The separate services (`sentinel controller`) refuse to
-    start without it; ``sentinel run`` and ``sentinel demo`` use a random per-process key when it is empty.
-    """
-
-    key_file: str = ""
-    previous_key_files: list[str] = msgspec.field(default_factory=list)  # still accepted during a key rotation
-    max_command_ttl_s: float = 3600.0  # commands expiring further ahead are refused; bounds the nonce records
-
-    def __post_init__(self) -> None:
-        _positive("max_command_ttl_s", self.max_command_ttl_s)
-        require(not self.previous_key_files or bool(self.key_file), "previous_key_files",
-                "needs key_file (the current key) as well", self.previous_key_files)
 
 
 class StoreConfig(_Section, frozen=True):

@@ -13,7 +13,8 @@ from sentinel.actuator import JobTiming
 from sentinel.actuator.kubernetes import KubernetesScheduler, build_api
 from sentinel.actuator.steps import SchedulerActuator
 from sentinel.clock import ManualClock
-from sentinel.config import KubernetesConfig, from_mapping
+from sentinel.config import from_mapping
+from sentinel.config_actuation import KubernetesConfig
 from sentinel.daemon import build_pipeline
 from sentinel.errors import ActuatorError, ValidationError
 from sentinel.events import ActionKind, Command, LogEvent, LogKind, StepStatus, TelemetrySample

@@ -15,7 +15,8 @@ import pytest
 from sentinel.actuator.runner import Completed
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.slurm_state import SlurmUnreachable, expand_hostlist, parse_jobs, parse_nodes
-from sentinel.config import SlurmActuatorConfig, from_mapping
+from sentinel.config import from_mapping
+from sentinel.config_actuation import SlurmActuatorConfig
 from sentinel.errors import ActuatorError, ConfigError
 from sentinel.hooks import ack
 from tests.slurm_cluster import SlurmCluster, wait_for

@@ -25,7 +25,7 @@ from typing import Any
 
 from sentinel.actuator import JobTiming
 from sentinel.clock import Clock
-from sentinel.config import KubernetesConfig
+from sentinel.config_actuation import KubernetesConfig
 from sentinel.errors import ActuatorError, ValidationError
 from sentinel.events import NODE_NAME_PATTERN
 

@@ -38,7 +38,7 @@ from sentinel.actuator.slurm_state import (
     parse_jobs,
     parse_nodes,
 )
-from sentinel.config import SlurmActuatorConfig
+from sentinel.config_actuation import SlurmActuatorConfig
 from sentinel.controller import OWNED_REASON_PREFIX
 from sentinel.errors import ActuatorError
 from sentinel.hooks import ack

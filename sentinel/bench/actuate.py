@@ -29,7 +29,8 @@ import numpy as np
 from sentinel import codec
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.clock import SystemClock
-from sentinel.config import SlurmActuatorConfig, from_mapping
+from sentinel.config import from_mapping
+from sentinel.config_actuation import SlurmActuatorConfig
 from sentinel.daemon import build_pipeline, open_repository
 from sentinel.errors import ActuatorError
 from sentinel.events import Finding, FindingClass, Recommendation, Severity
