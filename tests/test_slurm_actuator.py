@@ -164,12 +164,13 @@ answer() {{ python3 -c 'import json,sys,time; r=json.load(open(sys.argv[1]));
 json.dump(dict(request_id=r["request_id"], job_id=r["job_id"], step=5, checkpoint="x", ts=time.time()),
 open(sys.argv[2], "w"))' {acks}/$SLURM_JOB_ID.request {acks}/$SLURM_JOB_ID.ack; }}
 trap answer USR1
+touch {acks}/$SLURM_JOB_ID.ready
 while :; do sleep 0.1; done
 """
     scheduler = SlurmScheduler(config(tmp_path, slurm_conf=slurm.conf, ack_timeout_s=20.0))
     acks.mkdir()
     job = slurm.submit(script, "-o", str(tmp_path / "out"))
-    wait_for(lambda: slurm.jobs()[job]["job_state"] == "RUNNING", 30, "job running")
+    wait_for(lambda: (acks / f"{job}.ready").exists(), 30, "job running with its trap set")
     ack.write_ack(acks, ack.Ack(request_id="an-old-one", job_id=job, step=1, checkpoint="old", ts=1.0))
     assert scheduler.checkpoint(job) is True
     assert scheduler.acks[job].step == 5 and scheduler.acks[job].request_id != "an-old-one"
@@ -178,8 +179,10 @@ while :; do sleep 0.1; done
 
 def test_checkpoint_gives_up_on_a_job_that_never_answers(slurm: SlurmCluster, tmp_path: Path) -> None:
     scheduler = SlurmScheduler(config(tmp_path, slurm_conf=slurm.conf, ack_timeout_s=1.5))
-    job = slurm.submit("#!/bin/bash\ntrap '' USR1\nsleep 300\n", "-o", "/dev/null")
-    wait_for(lambda: slurm.jobs()[job]["job_state"] == "RUNNING", 30, "job running")
+    ready = tmp_path / "ready"
+    # the signal must not reach the shell before its trap is set (it would die of the default action)
+    job = slurm.submit(f"#!/bin/bash\ntrap '' USR1\ntouch {ready}\nsleep 300\n", "-o", "/dev/null")
+    wait_for(ready.exists, 30, "job running with its trap set")
     started = time.monotonic()
     assert scheduler.checkpoint(job) is False
     assert 1.5 <= time.monotonic() - started < 10
