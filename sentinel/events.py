@@ -64,6 +64,8 @@ class FindingClass(StrEnum):
     GPU_ECC = "gpu_ecc"
     GPU_LOST = "gpu_lost"
     GPU_THERMAL = "gpu_thermal"
+    GPU_PCIE = "gpu_pcie"  # PCIe link errors (replays)
+    GPU_NVLINK = "gpu_nvlink"  # NVLink errors (CRC)
     NIC_INFINIBAND = "nic_infiniband"
     PREDICTED_FAILURE = "predicted_failure"  # the hazard model
     STRAGGLER = "straggler"  # a GPU that holds its job back

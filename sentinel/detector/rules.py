@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from sentinel.config import DetectorConfig
+from sentinel.detector.counter_rules import counter_warnings
 from sentinel.detector.fabric_rules import infiniband_rules, straggler_rule
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import NodeWindow, counter_delta
@@ -70,6 +71,7 @@ def sample_rules(
                                                                gpu.ecc_dbe_volatile)):
             out.extend(_ecc_dbe(window, sample, gpu, now, prev))
     out.extend(_thermal(window, sample, config, now))
+    out.extend(counter_warnings(window, sample, now))
     out.extend(infiniband_rules(window, sample, now))
     out.extend(straggler_rule(window, sample, config.straggler, now))
     return out

@@ -54,6 +54,7 @@ class NodeWindow:
         self.slow_streak: dict[int, int] = {}  # GPU -> consecutive samples lagging its peers (straggler rule)
         self.slow_reported: set[int] = set()
         self.ib_rate_reported = False
+        self.counter_reported: set[tuple[str, int]] = set()  # (rule, GPU) with an open counter warning
         self.precursor_xid_ts: dict[int, float] = {}  # GPU -> time of its last Xid 63/64
 
     @property
