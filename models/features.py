@@ -21,8 +21,8 @@ import numpy as np
 FEATURES = (
     "temp_c",  # mean of the newest LEVEL_SAMPLES readings
     "temp_dev_slope_c_per_min",  # slope over the window of the GPU's temperature minus its peers' median
-    "temp_dev_c",  # that level minus the median of the node's GPUs' levels
-    "power_dev_w",
+    "temp_dev_excess_c",  # that level minus the median of the node's GPUs' levels, minus the GPU's own baseline
+    "power_dev_excess_w",  # (its long-run deviation, see DeviationBaseline)
     "clock_ratio",  # SM clock over the median of the node's GPUs (mean of the last 2 samples)
     "util_pct",
     "ecc_sbe_per_h",  # correctable ECC errors per hour over the window
@@ -40,6 +40,8 @@ FEATURES = (
 XID_AGE_CAP_S = 86_400.0
 LEVEL_SAMPLES = 6  # levels (temperature, power, utilisation) average this many newest readings
 THERMAL_MASK = 0x20 | 0x40  # NVML clock-event reasons: SW thermal, HW thermal
+BASELINE_TAU_S = 6 * 3600.0  # time constant of a GPU's long-run deviation from its peers
+_EXCESS = (FEATURES.index("temp_dev_excess_c"), FEATURES.index("power_dev_excess_w"))
 
 
 def counter_increase(values: np.ndarray) -> np.ndarray:
@@ -82,8 +84,44 @@ def _peer_median(values: np.ndarray) -> np.ndarray:
         return np.nanmedian(values, axis=-1, keepdims=True)
 
 
+class DeviationBaseline:
+    """Each GPU's long-run temperature and power deviation from its peers (an EWMA over scorings).
+
+    Some healthy GPUs always run a few degrees and tens of watts above their peers (airflow, silicon); against
+    their own baseline they are ordinary, while a GPU that starts to overheat leaves it. The first reading of a
+    GPU is its baseline (so a detector restart does not make every warm GPU look new); later ones move it with
+    time constant ``tau_s``. Shaped like the GPU axes of the features ((G,) for a node, (N, G) for a fleet).
+    """
+
+    def __init__(self, tau_s: float = BASELINE_TAU_S) -> None:
+        self.tau_s = tau_s
+        self.value: np.ndarray | None = None  # (..., G, 2): temperature, power
+        self.ts = -np.inf
+
+    def apply(self, feats: np.ndarray, ts: float) -> np.ndarray:
+        """Move the baseline toward the deviations in ``feats`` (..., G, len(FEATURES)) read at ``ts``, then
+        write each GPU's excess over it into the excess columns; returns ``feats``. Call it once per row: the
+        excess columns hold the raw deviations until it does."""
+        dev = feats[..., list(_EXCESS)]
+        base = self.value
+        if base is None or base.shape != dev.shape:
+            grown = np.full(dev.shape, np.nan)  # GPUs seen for the first time have no baseline yet
+            if base is not None and base.ndim == grown.ndim:
+                sizes: list[tuple[int, int]] = list(zip(base.shape, grown.shape, strict=True))
+                common = tuple(slice(0, min(a, b)) for a, b in sizes)
+                grown[common] = base[common]
+            base = grown
+        alpha = 1.0 - np.exp(-max(ts - self.ts, 0.0) / self.tau_s) if np.isfinite(self.ts) else 1.0
+        moved = np.where(np.isnan(base), dev, base + alpha * (dev - base))
+        self.value = np.where(np.isnan(dev), base, moved)
+        self.ts = ts
+        feats[..., list(_EXCESS)] = dev - np.nan_to_num(self.value, nan=0.0)
+        return feats
+
+
 def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.ndarray:
-    """The feature matrix (..., G, len(FEATURES)) of the window ``series`` (see the module docstring)."""
+    """The feature matrix (..., G, len(FEATURES)) of the window ``series`` (see the module docstring). The
+    excess columns hold the raw deviations from peers until ``DeviationBaseline.apply`` subtracts a baseline."""
     ts = series["ts"]
     if ts.ndim != 1:
         ts = ts.reshape(ts.shape[0], -1)[:, 0]  # a fleet's samples share one time axis

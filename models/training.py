@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from models.features import FEATURES, XID_AGE_CAP_S, gpu_features
+from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, gpu_features
 from sentinel.detector.windows import GPU_FIELDS, NODE_FIELDS, PRECURSOR_XIDS
 
 Step = Mapping[str, Any]
@@ -58,6 +58,7 @@ def build_dataset(steps: Iterable[Step], failures: list[Failure], window: int = 
         first_failure[f.node] = min(first_failure.get(f.node, np.inf), f.failure_s)
     xs, ys, ws, nodes, times = [], [], [], [], []
     last_xid: np.ndarray | None = None
+    baseline = DeviationBaseline()  # updated at every scoring step, as the detector does
     for k, step in enumerate(steps):
         buffer.append(step)
         if last_xid is None:
@@ -69,7 +70,7 @@ def build_dataset(steps: Iterable[Step], failures: list[Failure], window: int = 
             continue
         t = float(step["t_s"])
         series = stack(buffer)
-        feats = gpu_features(series, np.clip(t - last_xid, 0.0, XID_AGE_CAP_S))
+        feats = baseline.apply(gpu_features(series, np.clip(t - last_xid, 0.0, XID_AGE_CAP_S)), t)
         n, g, _ = feats.shape
         label = np.zeros((n, g), bool)
         for f in failures:

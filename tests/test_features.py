@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from models.features import FEATURES, counter_increase, gpu_features, rate_per_h, slope_per_min
+from models.features import (
+    FEATURES,
+    DeviationBaseline,
+    counter_increase,
+    gpu_features,
+    rate_per_h,
+    slope_per_min,
+)
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import GpuReading, GpuState, NicReading, NvLinkReading, TelemetrySample
 
@@ -65,8 +72,9 @@ def test_gpu_features_of_a_literal_window() -> None:
     assert x.shape == (3, len(FEATURES))
     assert x[:, col("temp_c")].tolist() == [60.0, 61.0, 77.5]  # mean of the newest readings, not the last one
     assert x[2, col("temp_dev_slope_c_per_min")] == pytest.approx(5.0)  # its peers stay flat
-    assert x[:, col("temp_dev_c")].tolist() == [-1.0, 0.0, 16.5]  # against the median of the node's GPUs
-    assert x[:, col("power_dev_w")].tolist() == [0.0, 10.0, -200.0]
+    # against the median of the node's GPUs (no baseline subtracted yet: see DeviationBaseline)
+    assert x[:, col("temp_dev_excess_c")].tolist() == [-1.0, 0.0, 16.5]
+    assert x[:, col("power_dev_excess_w")].tolist() == [0.0, 10.0, -200.0]
     assert x[:, col("clock_ratio")].tolist() == [1.0, 1.0, 0.5]
     assert x[:, col("ecc_sbe_per_h")].tolist() == pytest.approx([0.0, 0.0, 10 * 3600 / 180])
     assert x[2, col("ecc_sbe_recent_per_h")] == pytest.approx(6 * 3600 / 60)  # last quarter: one step
@@ -75,6 +83,38 @@ def test_gpu_features_of_a_literal_window() -> None:
     assert x[:, col("thermal_throttle_share")].tolist() == [0.0, 0.0, 0.75]
     assert x[:, col("ib_symbol_error_per_h")].tolist() == pytest.approx([600.0] * 3)  # the node's, on every GPU
     assert x[:, col("xid_precursor_age_s")].tolist() == [86_400.0, 86_400.0, 300.0]
+
+
+def _devs(temp: list[float], power: list[float]) -> np.ndarray:
+    x = np.zeros((len(temp), len(FEATURES)))
+    x[:, col("temp_dev_excess_c")], x[:, col("power_dev_excess_w")] = temp, power  # raw, as gpu_features gives
+    return x
+
+
+def test_a_gpu_that_always_runs_warm_is_ordinary_against_its_own_baseline() -> None:
+    baseline = DeviationBaseline(tau_s=3600.0)
+    first = baseline.apply(_devs([5.0, 0.0], [30.0, 0.0]), 0.0)  # the first reading is the baseline
+    assert first[:, col("temp_dev_excess_c")].tolist() == [0.0, 0.0]
+    later = baseline.apply(_devs([5.0, 0.0], [30.0, 0.0]), 600.0)
+    assert later[:, col("temp_dev_excess_c")].tolist() == [0.0, 0.0]
+
+
+def test_a_gpu_leaving_its_baseline_shows_an_excess_that_the_baseline_follows_slowly() -> None:
+    baseline = DeviationBaseline(tau_s=3600.0)
+    baseline.apply(_devs([0.0], [0.0]), 0.0)
+    x = baseline.apply(_devs([10.0], [100.0]), 3600.0)  # one time constant later: the baseline moved 63 %
+    moved = 1.0 - math.exp(-1.0)
+    assert x[0, col("temp_dev_excess_c")] == pytest.approx(10.0 * (1.0 - moved))
+    assert x[0, col("power_dev_excess_w")] == pytest.approx(100.0 * (1.0 - moved))
+
+
+def test_a_lost_reading_keeps_the_baseline_and_a_new_gpu_starts_its_own() -> None:
+    baseline = DeviationBaseline(tau_s=3600.0)
+    baseline.apply(_devs([4.0], [20.0]), 0.0)
+    lost = baseline.apply(_devs([NAN], [NAN]), 60.0)
+    assert math.isnan(lost[0, col("temp_dev_excess_c")])
+    grown = baseline.apply(_devs([4.0, 7.0], [20.0, 9.0]), 120.0)  # a second GPU appears
+    assert grown[:, col("temp_dev_excess_c")].tolist() == pytest.approx([0.0, 0.0])
 
 
 def test_a_warm_up_that_moves_every_peer_is_not_a_temperature_drift() -> None:

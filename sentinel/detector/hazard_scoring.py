@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from models import persistence
-from models.features import XID_AGE_CAP_S, gpu_features
+from models.features import XID_AGE_CAP_S, DeviationBaseline, gpu_features
 from models.hazard import HazardModel
 from sentinel.config import HazardConfig
 from sentinel.detector.findings import make_finding
@@ -33,6 +33,7 @@ class HazardScorer:
         self.streak: dict[tuple[str, str, int], int] = {}  # (kind, node, gpu) -> scorings in a row above
         self.open: set[tuple[str, str, int]] = set()
         self.rows_scored = 0
+        self.baselines: dict[str, DeviationBaseline] = {}  # node -> its GPUs' long-run deviation from peers
 
     def due(self, node: str, window: NodeWindow) -> bool:
         return (window.count >= max(2, window.size // 2)
@@ -51,6 +52,7 @@ class HazardScorer:
             window = windows[node]
             self.last_scored[node] = window.last_ts
             feats = gpu_features(window.series(), window.xid_age_s(window.last_ts, XID_AGE_CAP_S))
+            self.baselines.setdefault(node, DeviationBaseline()).apply(feats, window.last_ts)
             alive = [g for g in range(feats.shape[0]) if g not in window.lost and not np.isnan(feats[g, 0])]
             blocks.append(feats[alive])
             where.extend((node, g) for g in alive)
