@@ -35,6 +35,16 @@ def test_a_node_already_drained_before_a_fault_began_counts_as_caught() -> None:
     assert result["caught"] == 2 and result["false_drains"] == 0
 
 
+def test_alerts_on_a_healthy_node_are_false_and_findings_on_a_failed_node_are_counted_apart() -> None:
+    truth = [_fault("n1", 100.0, 1000.0)]
+    signals = [Signal("n1", 50.0, False, "hazard-model"), Signal("n1", 1000.0 + GRACE_S + 60, False, "hazard-model"),
+               Signal("n2", 70.0, False, "straggler-clock")]
+    result = score(signals, truth, 2.0)
+    assert result["false_alerts_by_rule"] == {"hazard-model": 1, "straggler-clock": 1}  # n1 before its fault began
+    assert result["findings_after_failure"] == 1 and result["false_alerts_per_1000_node_days"] == 1000.0
+    assert [a["node"] for a in result["false_alert_list"]] == ["n1", "n2"]
+
+
 def test_bench_detect_runs_a_shipped_scenario_with_both_baselines() -> None:
     result = subprocess.run([sys.executable, "-m", "sentinel.cli", "bench", "detect", "--scenario", "smoke",
                              "--max-fraction", "1", "--model", "none", "--json"],

@@ -47,6 +47,9 @@ EKS_XIDS = {46, 48, 54, 62, 63, 64, 74, 79, 95, 109, 110, 119, 120, 136, 140, 14
 CRASH_XIDS = {48, 74, 79, 94, 95, 119, 120}  # the failure itself: what a react-on-crash setup sees
 
 
+FALSE_LIST_MAX = 50  # false alerts listed in the JSON (all are counted)
+
+
 @dataclass(frozen=True)
 class Signal:
     node: str
@@ -134,8 +137,12 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         if not fault.has_precursor and drain is not None and not earlier:
             delays.append(max(0.0, drain.ts_s - fault.failure_s))
     false = [d for i, d in enumerate(drains) if i not in used]
-    false_alerts = [s for s in signals if not s.drain and not any(
+    off_window = [s for s in signals if not s.drain and not any(
         f.node == s.node and f.precursor_start_s <= s.ts_s <= f.failure_s + GRACE_S for f in faults)]
+    # A node whose fault already happened is out of service (nothing resumes it here): findings on it are not
+    # alerts on a healthy node, so they are counted apart.
+    failed = [s for s in off_window if any(f.node == s.node and s.ts_s > f.failure_s for f in faults)]
+    false_alerts = [s for s in off_window if all(s is not x for x in failed)]
     benign = [e for e in truth if e.kind in ("benign", "storm")]
     tp, fp = sum(len(v) for v in caught.values()), len(false)
     precision = tp / (tp + fp) if tp + fp else None
@@ -161,6 +168,9 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         "false_drains_per_1000_node_days": round(fp * 1000 / node_days, 2) if node_days else None,
         "false_alerts_per_1000_node_days": round(len(false_alerts) * 1000 / node_days, 2) if node_days else None,
         "false_alerts_by_rule": dict(Counter(s.why for s in false_alerts).most_common()),
+        "false_alert_list": [{"node": s.node, "t_s": round(s.ts_s, 1), "why": s.why[:160]}
+                             for s in false_alerts[:FALSE_LIST_MAX]],
+        "findings_after_failure": len(failed),
         "false_drain_list": [{"node": d.node, "t_s": round(d.ts_s, 1), "why": d.why[:160]} for d in false],
         "benign_actions": sum(1 for d in false if any(
             e.node == d.node and e.failure_s <= d.ts_s <= e.failure_s + BENIGN_WINDOW_S for e in benign)),
