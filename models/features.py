@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 
 FEATURES = (
-    "temp_c",  # mean of the newest LEVEL_SAMPLES readings
+    "node_temp_c",  # median over the node's GPUs of their levels (mean of the newest LEVEL_SAMPLES readings)
     "temp_dev_slope_c_per_min",  # slope over the window of the GPU's temperature minus its peers' median
     "temp_dev_excess_c",  # that level minus the median of the node's GPUs' levels, minus the GPU's own baseline
     "power_dev_excess_w",  # (its long-run deviation, see DeviationBaseline)
@@ -142,7 +142,9 @@ def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.
         return np.broadcast_to(rate_per_h(series[name], ts)[..., None], gpus_shape)
 
     columns = [
-        last_temp,
+        # The node's level, not the GPU's own: a GPU that always runs warm shows in its deviation (measured
+        # against its baseline), and a node whose cooling fails heats every peer.
+        np.broadcast_to(_peer_median(last_temp), gpus_shape),
         slope_per_min(temp - _peer_median(temp), ts),  # a job-wide warm-up moves every peer: only drift counts
         last_temp - _peer_median(last_temp),
         last_power - _peer_median(last_power),

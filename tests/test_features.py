@@ -70,7 +70,8 @@ def _series() -> dict[str, np.ndarray]:
 def test_gpu_features_of_a_literal_window() -> None:
     x = gpu_features(_series(), np.array([86_400.0, 86_400.0, 300.0]))
     assert x.shape == (3, len(FEATURES))
-    assert x[:, col("temp_c")].tolist() == [60.0, 61.0, 77.5]  # mean of the newest readings, not the last one
+    # the node's level: the median of its GPUs' means of their newest readings (77.5, not the last 85.0)
+    assert x[:, col("node_temp_c")].tolist() == [61.0, 61.0, 61.0]
     assert x[2, col("temp_dev_slope_c_per_min")] == pytest.approx(5.0)  # its peers stay flat
     # against the median of the node's GPUs (no baseline subtracted yet: see DeviationBaseline)
     assert x[:, col("temp_dev_excess_c")].tolist() == [-1.0, 0.0, 16.5]
@@ -137,7 +138,7 @@ def test_a_lost_gpu_gives_nan_levels_and_its_peers_stay_finite() -> None:
     for name in ("temp_c", "power_w", "sm_clock_mhz", "util_pct", "ecc_sbe", "nvlink_crc"):
         s[name][:, 2] = NAN
     x = gpu_features(s, np.full(3, 86_400.0))
-    assert math.isnan(x[2, col("temp_c")])
+    assert math.isnan(x[2, col("temp_dev_excess_c")])
     assert np.isfinite(x[:2]).all()
 
 

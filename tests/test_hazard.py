@@ -77,7 +77,7 @@ def test_a_model_file_others_can_write_is_refused(tmp_path: Path, model: HazardM
 
 def test_a_model_trained_on_other_features_is_refused(tmp_path: Path, model: HazardModel) -> None:
     directory = persistence.save(model, tmp_path, "m1", "abc", "synthetic")
-    meta = (directory / persistence.META_FILE).read_text().replace('"temp_c"', '"temp_k"')
+    meta = (directory / persistence.META_FILE).read_text().replace('"node_temp_c"', '"node_temp_k"')
     (directory / persistence.META_FILE).write_text(meta)
     with pytest.raises(ConfigError, match="other features"):
         persistence.load(directory)

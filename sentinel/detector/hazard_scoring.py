@@ -12,12 +12,14 @@ from pathlib import Path
 import numpy as np
 
 from models import persistence
-from models.features import XID_AGE_CAP_S, DeviationBaseline, gpu_features
+from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, gpu_features
 from models.hazard import HazardModel
 from sentinel.config import HazardConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
+
+_OWN = FEATURES.index("temp_dev_excess_c")  # NaN when the GPU gave no reading in the window
 
 
 class HazardScorer:
@@ -53,7 +55,7 @@ class HazardScorer:
             self.last_scored[node] = window.last_ts
             feats = gpu_features(window.series(), window.xid_age_s(window.last_ts, XID_AGE_CAP_S))
             self.baselines.setdefault(node, DeviationBaseline()).apply(feats, window.last_ts)
-            alive = [g for g in range(feats.shape[0]) if g not in window.lost and not np.isnan(feats[g, 0])]
+            alive = [g for g in range(feats.shape[0]) if g not in window.lost and not np.isnan(feats[g, _OWN])]
             blocks.append(feats[alive])
             where.extend((node, g) for g in alive)
         x = np.vstack(blocks) if blocks else np.zeros((0, len(self.model.features)))
