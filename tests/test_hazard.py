@@ -128,3 +128,18 @@ def test_the_scorer_reports_a_gpu_after_consecutive_high_scorings_once(model: Ha
     assert finding.recommendation is Recommendation.CHECKPOINT_DRAIN
     assert finding.evidence["model"] == "synthetic" and finding.confidence >= finding.evidence["threshold"]
     assert "feature.ecc_sbe_per_h" in finding.evidence
+
+
+def test_the_scorer_keeps_each_gpus_deviation_baseline_across_scorings(model: HazardModel) -> None:
+    config = from_mapping({"detector": {"hazard": {"score_interval_s": 60}}}).detector.hazard
+    scorer = HazardScorer(model, config, "synthetic")
+    window = NodeWindow(10, gpus=3)
+    for k in range(20):
+        gpus = [GpuReading(index=i, temp_c=66.0 if i == 2 else 60.0, power_w=530.0 if i == 2 else 500.0,
+                           sm_clock_mhz=1980.0, util_gpu_pct=90.0, ecc_sbe_volatile=0) for i in range(3)]
+        window.push(TelemetrySample(node="n1", ts=10.0 * k, gpus=gpus))
+        scorer.score({"n1": window}, ["n1"], 10.0 * k)
+    baseline = scorer.baselines["n1"]
+    # GPU 2 always runs 6 C and 30 W above the median of its peers: that is its baseline, not an excess
+    assert baseline.value is not None and baseline.value.tolist() == [[0.0, 0.0], [0.0, 0.0], [6.0, 30.0]]
+    assert baseline.ts == 160.0  # the last scoring (40, 100, 160 s)
