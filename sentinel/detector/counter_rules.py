@@ -1,6 +1,7 @@
 """Warnings on GPU error counters, at the thresholds existing tools alert on: the first sign an operator's own
-dashboards would show, so Sentinel never alerts later than they do. These only alert; whether the GPU is
-about to fail (checkpoint, then drain) is the hazard model's call, made on the whole window.
+dashboards would show, so Sentinel speaks at the same limits they do (`sentinel bench alerting` measures how
+the timing compares). These only alert; whether the GPU is about to fail (checkpoint, then drain) is the hazard
+model's call, made on the whole window.
 
 - PCIe replays above 8 per minute: DCGM's hardware limit for the PCIe replay counter (domain.md).
 - NVLink CRC flit errors above 100 per second: DCGM's NVLink health threshold (domain.md).
