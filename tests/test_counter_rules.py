@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from sentinel.config import DetectorConfig, from_mapping
-from sentinel.detector.rules import sample_rules
-from sentinel.detector.windows import NodeWindow
 from sentinel.events import (
-    Finding,
     FindingClass,
     GpuReading,
     NvLinkReading,
@@ -14,8 +10,7 @@ from sentinel.events import (
     Severity,
     TelemetrySample,
 )
-
-CFG: DetectorConfig = from_mapping({}).detector
+from tests.rule_runs import run_rules
 
 
 def _sample(ts: float, replay: int = 0, crc: tuple[int, int] = (0, 0), pending: bool = False) -> TelemetrySample:
@@ -26,18 +21,9 @@ def _sample(ts: float, replay: int = 0, crc: tuple[int, int] = (0, 0), pending: 
     return TelemetrySample(node="n1", ts=ts, gpus=gpus)
 
 
-def _run(samples: list[TelemetrySample]) -> list[tuple[float, Finding]]:
-    window, previous, found = NodeWindow(CFG.window_samples, 4), {}, []
-    for s in samples:
-        window.push(s)
-        found += [(s.ts, f) for f in sample_rules(window, s, CFG, s.ts, previous)]
-        previous = {g.index: g for g in s.gpus}
-    return found
-
-
 def test_pcie_replays_above_8_per_minute_warn_once_per_episode() -> None:
     # 2 replays per 10 s step = 12/min: over DCGM's 8/min from the first step that shows a rate
-    found = _run([_sample(10.0 * k, replay=2 * k) for k in range(12)])
+    found = run_rules([_sample(10.0 * k, replay=2 * k) for k in range(12)])
     [(ts, finding)] = found
     assert ts == 10.0 and finding.rule == "pcie-replay-rate" and finding.gpu_index == 1
     assert finding.kind is FindingClass.GPU_PCIE
@@ -47,35 +33,35 @@ def test_pcie_replays_above_8_per_minute_warn_once_per_episode() -> None:
 
 def test_pcie_replays_at_the_limit_or_below_do_not_warn() -> None:
     # 8 replays in the minute: at the limit, not above it
-    assert _run([_sample(10.0 * k, replay=min(8, 4 * (k // 3))) for k in range(12)]) == []
+    assert run_rules([_sample(10.0 * k, replay=min(8, 4 * (k // 3))) for k in range(12)]) == []
 
 
 def test_a_replay_counter_reset_is_not_a_burst() -> None:
     samples = [_sample(0.0, replay=5000), _sample(10.0, replay=5000), _sample(20.0, replay=0), _sample(30.0)]
-    assert _run(samples) == []
+    assert run_rules(samples) == []
 
 
 def test_a_new_pcie_episode_warns_again_after_the_rate_falls_below_half_the_limit() -> None:
     counts = [0, 3, 6, 9, 9, 9, 9, 9, 9, 9, 9, 18, 27]  # a burst, a quiet minute, another burst (9 in 60 s)
-    found = _run([_sample(10.0 * k, replay=c) for k, c in enumerate(counts)])
+    found = run_rules([_sample(10.0 * k, replay=c) for k, c in enumerate(counts)])
     assert [ts for ts, _ in found] == [10.0, 110.0]
 
 
 def test_nvlink_crc_above_100_per_second_summed_over_links_warns() -> None:
     # links 0 and 1 add 600 + 600 errors per 10 s step: 120/s on GPU 2
-    found = _run([_sample(10.0 * k, crc=(600 * k, 600 * k)) for k in range(4)])
+    found = run_rules([_sample(10.0 * k, crc=(600 * k, 600 * k)) for k in range(4)])
     [(ts, finding)] = found
     assert ts == 10.0 and finding.rule == "nvlink-crc-rate" and finding.gpu_index == 2
     assert finding.kind is FindingClass.GPU_NVLINK and finding.evidence["rate"] == 120.0
 
 
 def test_nvlink_crc_at_50_per_second_does_not_warn() -> None:
-    assert _run([_sample(10.0 * k, crc=(250 * k, 250 * k)) for k in range(8)]) == []
+    assert run_rules([_sample(10.0 * k, crc=(250 * k, 250 * k)) for k in range(8)]) == []
 
 
 def test_a_pending_row_remap_warns_once_and_again_after_it_cleared() -> None:
     flags = [False, True, True, True, False, True]
-    found = _run([_sample(10.0 * k, pending=p) for k, p in enumerate(flags)])
+    found = run_rules([_sample(10.0 * k, pending=p) for k, p in enumerate(flags)])
     assert [(ts, f.rule, f.gpu_index) for ts, f in found] == [(10.0, "row-remap-pending", 0),
                                                              (50.0, "row-remap-pending", 0)]
     assert all(f.kind is FindingClass.GPU_ECC and f.recommendation is Recommendation.ALERT for _, f in found)

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from sentinel.config import DetectorConfig, from_mapping
-from sentinel.detector.rules import sample_rules
-from sentinel.detector.windows import NodeWindow
-from sentinel.events import Finding, GpuReading, NicReading, Recommendation, Severity, TelemetrySample
-
-CFG: DetectorConfig = from_mapping({}).detector
+from sentinel.events import GpuReading, NicReading, Recommendation, Severity, TelemetrySample
+from tests.rule_runs import run_rules
 
 
 def _sample(ts: float, clocks: list[float] | None = None, util: float = 95.0, symbol: int = 0, recovery: int = 0,
@@ -20,17 +16,8 @@ def _sample(ts: float, clocks: list[float] | None = None, util: float = 95.0, sy
     return TelemetrySample(node="n1", ts=ts, gpus=gpus, nics=[nic])
 
 
-def _run(samples: list[TelemetrySample]) -> list[tuple[float, Finding]]:
-    window, previous, found = NodeWindow(CFG.window_samples, 4), {}, []
-    for s in samples:
-        window.push(s)
-        found += [(s.ts, f) for f in sample_rules(window, s, CFG, s.ts, previous)]
-        previous = {g.index: g for g in s.gpus}
-    return found
-
-
 def test_an_increase_of_link_downed_is_fatal_and_drains() -> None:
-    found = _run([_sample(0.0, downed=2), _sample(10.0, downed=2), _sample(20.0, downed=3)])
+    found = run_rules([_sample(0.0, downed=2), _sample(10.0, downed=2), _sample(20.0, downed=3)])
     [(ts, finding)] = found
     assert ts == 20.0 and finding.rule == "ib-link-downed"
     assert finding.severity is Severity.FATAL and finding.recommendation is Recommendation.DRAIN
@@ -38,12 +25,12 @@ def test_an_increase_of_link_downed_is_fatal_and_drains() -> None:
 
 
 def test_a_counter_reset_by_a_reboot_is_not_a_link_down() -> None:
-    assert _run([_sample(0.0, downed=5), _sample(10.0, downed=0), _sample(20.0, downed=0)]) == []
+    assert run_rules([_sample(0.0, downed=5), _sample(10.0, downed=0), _sample(20.0, downed=0)]) == []
 
 
 def test_symbol_errors_above_120_per_hour_start_one_checkpoint_episode() -> None:
     samples = [_sample(10.0 * k, symbol=3 * k) for k in range(20)]  # 1080 errors/h, 57 seen
-    found = _run(samples)
+    found = run_rules(samples)
     [(ts, finding)] = found
     assert finding.rule == "ib-link-degraded" and finding.recommendation is Recommendation.CHECKPOINT_DRAIN
     assert ts == 40.0  # the first sample with at least 10 errors seen
@@ -52,12 +39,12 @@ def test_symbol_errors_above_120_per_hour_start_one_checkpoint_episode() -> None
 
 def test_a_few_symbol_errors_are_not_a_rate() -> None:
     samples = [_sample(10.0 * k, symbol=min(k, 5)) for k in range(20)]
-    assert _run(samples) == []
+    assert run_rules(samples) == []
 
 
 def test_a_gpu_lagging_its_peers_two_samples_in_a_row_is_a_straggler() -> None:
     slow = [1980.0, 1980.0, 1188.0, 1980.0]
-    found = _run([_sample(0.0), _sample(10.0, slow), _sample(20.0, slow), _sample(30.0, slow)])
+    found = run_rules([_sample(0.0), _sample(10.0, slow), _sample(20.0, slow), _sample(30.0, slow)])
     [(ts, finding)] = found
     assert ts == 20.0 and finding.rule == "straggler-clock" and finding.gpu_index == 2
     assert finding.recommendation is Recommendation.ALERT
@@ -66,15 +53,15 @@ def test_a_gpu_lagging_its_peers_two_samples_in_a_row_is_a_straggler() -> None:
 
 def test_one_slow_sample_is_not_a_straggler() -> None:
     slow = [1980.0, 1980.0, 1188.0, 1980.0]
-    assert _run([_sample(0.0), _sample(10.0, slow), _sample(20.0), _sample(30.0, slow)]) == []
+    assert run_rules([_sample(0.0), _sample(10.0, slow), _sample(20.0), _sample(30.0, slow)]) == []
 
 
 def test_idle_gpus_at_different_clocks_are_not_stragglers() -> None:
     uneven = [345.0, 345.0, 210.0, 345.0]
-    assert _run([_sample(float(t), uneven, util=0.0) for t in range(0, 50, 10)]) == []
+    assert run_rules([_sample(float(t), uneven, util=0.0) for t in range(0, 50, 10)]) == []
 
 
 def test_a_straggler_recovers_and_can_be_reported_again() -> None:
     slow = [1980.0, 1980.0, 1188.0, 1980.0]
     samples = [_sample(0.0, slow), _sample(10.0, slow), _sample(20.0), _sample(30.0, slow), _sample(40.0, slow)]
-    assert [ts for ts, _ in _run(samples)] == [10.0, 40.0]
+    assert [ts for ts, _ in run_rules(samples)] == [10.0, 40.0]

@@ -141,8 +141,10 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         f.node == s.node and f.precursor_start_s <= s.ts_s <= f.failure_s + GRACE_S for f in faults)]
     # A node whose fault already happened is out of service (nothing resumes it here): findings on it are not
     # alerts on a healthy node, so they are counted apart.
-    failed = [s for s in off_window if any(f.node == s.node and s.ts_s > f.failure_s for f in faults)]
-    false_alerts = [s for s in off_window if all(s is not x for x in failed)]
+    failed: list[Signal] = []
+    false_alerts: list[Signal] = []
+    for s in off_window:
+        (failed if any(f.node == s.node and s.ts_s > f.failure_s for f in faults) else false_alerts).append(s)
     benign = [e for e in truth if e.kind in ("benign", "storm")]
     tp, fp = sum(len(v) for v in caught.values()), len(false)
     precision = tp / (tp + fp) if tp + fp else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.features import rate_per_h
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import GPU_FIELDS, NodeWindow
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity, TelemetrySample
@@ -37,13 +38,8 @@ def counter_warnings(window: NodeWindow, sample: TelemetrySample, now: float) ->
         return []  # nothing counted this step and no episode open: the common case
     ts = window.recent(window.node, window.size)[:, 0]
     recent = ts >= ts[-1] - RATE_WINDOW_S
-    span = float(ts[-1] - ts[recent][0])
-    gpu = window.recent(window.gpu, window.size)[recent]
-    with np.errstate(invalid="ignore"):
-        counted = np.nan_to_num(np.clip(np.diff(gpu, axis=0), 0, None)).sum(axis=0) if len(gpu) > 1 else \
-            np.zeros(gpu.shape[1:])
+    per_s = rate_per_h(window.recent(window.gpu, window.size)[recent], ts[recent]) / 3600.0
     out: list[Finding] = []
-    per_s = counted / span if span > 0 else np.zeros_like(counted)
     out += _episodes(window, sample, now, "pcie-replay-rate", FindingClass.GPU_PCIE, per_s[_PCIE] * 60,
                      PCIE_REPLAYS_PER_MIN, "PCIe replays/min")
     out += _episodes(window, sample, now, "nvlink-crc-rate", FindingClass.GPU_NVLINK, per_s[_NVLINK],
