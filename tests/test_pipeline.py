@@ -256,3 +256,14 @@ def test_a_burst_of_benign_xid13_over_half_an_hour_never_reaches_a_drain_decisio
     assert len(repo.table("findings")) >= 30  # recorded (deduplicated per minute), never acted on
     assert rig.executed() == [] and repo.incidents() == []
     assert rig.scheduler.drain_reason("gpu-node-001") is None
+
+
+def test_a_sample_delivered_twice_enters_the_window_once(repo: Repository) -> None:
+    rig = make_rig(repo)
+    seen = rig.pipeline.detector.samples_seen
+    rig.clock.advance(10.0)
+    rig.sample(NODES[0])
+    rig.sample(NODES[0])  # at-least-once delivery: the same reading again
+    rig.pipeline.pump()
+    assert rig.pipeline.detector.samples_seen == seen + 1
+    assert rig.pipeline.detector.windows[NODES[0]].count == 2

@@ -145,8 +145,11 @@ class Detector:
         window = self.windows.get(sample.node)
         if window is None:
             window = self.windows[sample.node] = NodeWindow(self.config.window_samples, max(len(sample.gpus), 1))
-        if sample.ts < window.last_ts:
-            log.debug("out-of-order sample from %s ignored (%.3f < %.3f)", sample.node, sample.ts, window.last_ts)
+        if sample.ts <= window.last_ts and window.count:
+            # Late (older than what the window holds) or delivered twice (at-least-once transport): the window
+            # is in time order and a reading counts once.
+            log.debug("out-of-order or repeated sample from %s ignored (%.3f <= %.3f)", sample.node, sample.ts,
+                      window.last_ts)
             return []
         window.push(sample)
         self.peers.observe(sample.node, sample.jobs)

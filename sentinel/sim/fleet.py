@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sentinel.events import GpuReading, GpuState, LogEvent, LogKind, NicReading, NvLinkReading, TelemetrySample
+from sentinel.sim.background import BackgroundSim, intensity, precursor_shape
 from sentinel.sim.groundtruth import TruthEvent, node_name
 from sentinel.sim.scenario import Scenario
 
@@ -58,6 +59,8 @@ class Step:
     job: np.ndarray  # job id per node, -1 when idle (the scheduler's view: who are whose peers)
     ib_xmit_words: np.ndarray  # InfiniBand port_xmit_data (4-byte words), follows the step rhythm
     logs: list[tuple[int, int, int, str]] = field(default_factory=list)  # (node, gpu, xid, text)
+    # Delivery of the agents' samples this step (background.telemetry), per node; None on a clean fleet.
+    delivery: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (missing, duplicated, late)
 
 
 class Fleet:
@@ -89,6 +92,11 @@ class Fleet:
         self.slow = np.zeros((n, g), bool)
         self.index = {node_name(i): i for i in range(n)}
         self.truth = truth
+        self.bg = BackgroundSim(scenario, truth, self.index) if scenario.background.enabled else None
+        if self.bg is not None:
+            self.bg.job_started(np.arange(groups), groups)
+        self._shapes: dict[str, tuple[float, str, float]] = {}
+        self._late: dict[int, TelemetrySample] = {}
         self._pending = sorted(truth, key=lambda e: e.precursor_start_s)  # not started yet
         self._active: list[TruthEvent] = []  # in precursor, or failing this step
         self._fired: set[tuple[str, str]] = set()
@@ -118,6 +126,8 @@ class Fleet:
         group_slow = np.zeros(len(self.group_busy), bool)
         np.logical_or.at(group_slow, group, self.slow.any(axis=1))
         load = load * np.where(group_slow[group] & busy_nodes, 0.6, 1.0)[:, None]
+        if self.bg is not None:
+            load = load * self.bg.load(t, group, self.group_started)[:, None]
         temp = np.where(busy, 34.0 + (33.0 + 1.5 * phase) * load, 34.0) + self.temp_offset + rng.normal(
             0, sc.noise.temp_sd_c, self.temp_offset.shape)
         power = np.where(busy, 72.0 + (538.0 + 40.0 * phase) * load, 72.0) + self.power_offset + rng.normal(
@@ -129,6 +139,12 @@ class Fleet:
         throttle = np.zeros(temp.shape, np.int64)
         self.ecc_sbe += rng.random(temp.shape) < 0.0005 * dt / 10  # background: a rare correctable error
         logs: list[tuple[int, int, int, str]] = []
+        delivery = None
+        if self.bg is not None:
+            self.bg.environment(t, temp, power, clock, throttle, busy_nodes)
+            self.bg.counters(t, dt, [self.ecc_sbe, self.pcie_replay, self.nvlink_crc, self.ib[0], self.ib[1]],
+                             self.remap_pending, logs)
+            delivery = self.bg.delivery(t)
         while self._pending and self._pending[0].precursor_start_s <= t:
             self._active.append(self._pending.pop(0))
         for event in self._active:
@@ -139,7 +155,7 @@ class Fleet:
         return Step(t, temp, power, util, clock, throttle, self.lost.copy(), self.ecc_sbe.copy(), self.ecc_dbe.copy(),
                     self.remap_pending.copy(), self.pcie_replay.copy(), self.nvlink_crc.copy(), self.ib[0].copy(),
                     self.ib[1].copy(), self.ib[2].copy(), self.boot.copy(), self.group_job[group].copy(),
-                    self.xmit.copy(), logs)
+                    self.xmit.copy(), logs, delivery)
 
     def _schedule(self, t: float) -> None:
         """Jobs end and new ones start: busy for ~job_mean_s, then idle for a gap that keeps the long-run busy
@@ -158,6 +174,8 @@ class Fleet:
                 self.next_job += 1
                 self.group_started[g], self.group_until[g] = t, t + rng.exponential(sc.job_mean_s)
                 self.group_phase[g] = rng.uniform(0, 30.0)
+                if self.bg is not None:
+                    self.bg.job_started(np.array([g]), len(self.group_busy))
 
     def _apply(self, e: TruthEvent, t: float, dt: float, temp: np.ndarray, clock: np.ndarray, throttle: np.ndarray,
                logs: list[tuple[int, int, int, str]]) -> None:
@@ -165,13 +183,20 @@ class Fleet:
         failed = t >= e.failure_s
         span = max(e.failure_s - e.precursor_start_s, dt)
         progress = min(max((t - e.precursor_start_s) / span, 0.0), 1.0)
+        # How the precursor shows: a ramp of strength 1 on a clean fleet; varied with the background on.
+        strength, level = 1.0, progress
+        if self.bg is not None:
+            if e.id not in self._shapes:
+                self._shapes[e.id] = precursor_shape(self.sc.background, e.id)
+            strength, shape, step_at = self._shapes[e.id]
+            level = intensity(shape, progress, step_at, t)
 
         def xid(code: int) -> None:
             logs.append((node, gpu, code, XID_TEXT.get(code, "error")))
 
         if e.cls == "hbm":
             if not failed:
-                self.ecc_sbe[node, gpu] += int(self.rng.poisson(0.5 + 10 * progress))
+                self.ecc_sbe[node, gpu] += int(self.rng.poisson(strength * (0.5 + 10 * level)))
                 self.remap_pending[node, gpu] = progress > 0.3
                 if progress > 0.6 and self._once(e, "63"):
                     xid(63)
@@ -184,7 +209,8 @@ class Fleet:
         elif e.cls == "thermal":
             if not failed:
                 base = temp[node, gpu]
-                temp[node, gpu] = base + progress * max(SHUTDOWN_C - base, 0.0)
+                rise = progress if self.bg is None else _thermal_rise(self._shapes[e.id], progress)
+                temp[node, gpu] = base + rise * max(SHUTDOWN_C - base, 0.0)
                 if temp[node, gpu] >= SLOWDOWN_C:
                     throttle[node, gpu] |= HW_THERMAL_SLOWDOWN
                     clock[node, gpu] *= 0.6
@@ -193,18 +219,18 @@ class Fleet:
                 xid(79)
         elif e.cls == "nvlink":
             if not failed:
-                self.nvlink_crc[node, gpu] += int(self.rng.poisson(1 + 50 * progress))
+                self.nvlink_crc[node, gpu] += int(self.rng.poisson(strength * (1 + 50 * level)))
             elif self._once(e, "fail"):
                 xid(74)
         elif e.cls == "pcie":
             if not failed:
-                self.pcie_replay[node, gpu] += int(self.rng.poisson(1 + 20 * progress))
+                self.pcie_replay[node, gpu] += int(self.rng.poisson(strength * (1 + 20 * level)))
             elif self._once(e, "fail"):
                 self.lost[node, gpu] = True
                 xid(79)
         elif e.cls == "infiniband":
             if not failed:
-                self.ib[0, node] += int(self.rng.poisson(5 + 200 * progress))
+                self.ib[0, node] += int(self.rng.poisson(strength * (5 + 200 * level)))
                 self.ib[1, node] += int(progress > 0.5 and self.rng.random() < 0.3)
             elif self._once(e, "fail"):
                 self.ib[2, node] += 1
@@ -233,33 +259,58 @@ class Fleet:
             xid(int(e.cls.removeprefix("storm-xid")))
 
     def samples(self, step: Step, nodes: list[int] | None = None) -> list[TelemetrySample]:
-        """The step as the agents would send it: one TelemetrySample per node (all, or the given indices)."""
+        """The step as the agents would send it: one TelemetrySample per node (all, or the given indices). With
+        the background on, some never arrive, some arrive twice, some a step late (after the next one), node
+        clocks are skewed, and some nodes' GPUs report no NVLink or row-remap fields."""
         ts = self.start_ts + step.t_s
         out = []
-        for i in range(self.sc.nodes) if nodes is None else nodes:
-            gpus = []
-            for j in range(self.sc.gpus_per_node):
-                pci = f"00000000:{0x18 + j:02X}:00.0"
-                if step.lost[i, j]:
-                    gpus.append(GpuReading(index=j, pci_bus_id=pci, state=GpuState.LOST))
-                    continue
-                gpus.append(GpuReading(
-                    index=j, pci_bus_id=pci, temp_c=round(float(step.temp_c[i, j]), 2),
-                    power_w=round(float(step.power_w[i, j]), 1), power_limit_w=700.0,
-                    sm_clock_mhz=float(step.sm_clock_mhz[i, j]), util_gpu_pct=round(float(step.util_pct[i, j]), 1),
-                    throttle_reasons=int(step.throttle[i, j]), ecc_sbe_volatile=int(step.ecc_sbe[i, j]),
-                    ecc_dbe_volatile=int(step.ecc_dbe[i, j]), row_remap_pending=bool(step.remap_pending[i, j]),
-                    pcie_replay=int(step.pcie_replay[i, j]),
-                    nvlinks=[NvLinkReading(link=0, active=True, crc_errors=int(step.nvlink_crc[i, j]))]))
-            nic = NicReading(name="mlx5_0/1", link_layer="infiniband", state="4: ACTIVE", carrier=True,
-                             counters={"port_xmit_data": int(step.ib_xmit_words[i]),
-                                       "symbol_error": int(step.ib_symbol_error[i]),
-                                       "link_error_recovery": int(step.ib_link_error_recovery[i]),
-                                       "link_downed": int(step.ib_link_downed[i])})
-            jobs = [f"sim-job-{int(step.job[i])}"] if step.job[i] >= 0 else []
-            out.append(TelemetrySample(node=node_name(i), ts=ts, seq=int(step.t_s / self.sc.step_s), gpus=gpus,
-                                       nics=[nic], jobs=jobs))
+        chosen = range(self.sc.nodes) if nodes is None else nodes
+        bg = self.bg
+        for i in chosen:
+            late = self._late.pop(i, None)
+            if step.delivery is not None and step.delivery[0][i]:
+                if late is not None:
+                    out.append(late)
+                continue
+            sample = self._sample(step, i, ts)
+            if step.delivery is not None and step.delivery[2][i]:
+                self._late[i] = sample  # held back: arrives after the next sample of its node
+            else:
+                out.append(sample)
+                if step.delivery is not None and step.delivery[1][i]:
+                    out.append(sample)
+            if late is not None:
+                out.append(late)
         return out
+
+    def _sample(self, step: Step, i: int, ts: float) -> TelemetrySample:
+        bg = self.bg
+        unsupported = bg is not None and bool(bg.unsupported[i])
+        gpus = []
+        for j in range(self.sc.gpus_per_node):
+            pci = f"00000000:{0x18 + j:02X}:00.0"
+            if step.lost[i, j]:
+                gpus.append(GpuReading(index=j, pci_bus_id=pci, state=GpuState.LOST))
+                continue
+            gpus.append(GpuReading(
+                index=j, pci_bus_id=pci, temp_c=round(float(step.temp_c[i, j]), 2),
+                power_w=round(float(step.power_w[i, j]), 1), power_limit_w=700.0,
+                sm_clock_mhz=float(step.sm_clock_mhz[i, j]), util_gpu_pct=round(float(step.util_pct[i, j]), 1),
+                throttle_reasons=int(step.throttle[i, j]), ecc_sbe_volatile=int(step.ecc_sbe[i, j]),
+                ecc_dbe_volatile=int(step.ecc_dbe[i, j]),
+                row_remap_pending=None if unsupported else bool(step.remap_pending[i, j]),
+                pcie_replay=int(step.pcie_replay[i, j]),
+                nvlinks=[] if unsupported else [NvLinkReading(link=0, active=True,
+                                                              crc_errors=int(step.nvlink_crc[i, j]))]))
+        nic = NicReading(name="mlx5_0/1", link_layer="infiniband", state="4: ACTIVE", carrier=True,
+                         counters={"port_xmit_data": int(step.ib_xmit_words[i]),
+                                   "symbol_error": int(step.ib_symbol_error[i]),
+                                   "link_error_recovery": int(step.ib_link_error_recovery[i]),
+                                   "link_downed": int(step.ib_link_downed[i])})
+        jobs = [f"sim-job-{int(step.job[i])}"] if step.job[i] >= 0 else []
+        skew = 0.0 if bg is None else round(float(bg.skew_s[i]), 3)
+        return TelemetrySample(node=node_name(i), ts=ts + skew, seq=int(step.t_s / self.sc.step_s), gpus=gpus,
+                               nics=[nic], jobs=jobs)
 
     def logs(self, step: Step) -> list[LogEvent]:
         ts = self.start_ts + step.t_s
@@ -269,3 +320,14 @@ class Fleet:
             out.append(LogEvent(node=node_name(node), ts=ts, kind=LogKind.XID, xid=code, pci_bus_id=pci,
                                 message=f"NVRM: Xid (PCI:{pci}): {code}, pid='<unknown>', {text}"))
         return out
+
+
+def _thermal_rise(shape: tuple[float, str, float], progress: float) -> float:
+    """Share of the climb to shutdown reached at ``progress``: a ramp; a step (cooling partly fails at the step
+    point, then the rest); or a slow start that speeds up (what a "bursts" draw means for a temperature)."""
+    _, kind, step_at = shape
+    if kind == "step":
+        return 0.1 * progress if progress < step_at else 0.4 + 0.6 * progress
+    if kind == "bursts":
+        return progress * progress
+    return progress

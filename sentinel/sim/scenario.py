@@ -19,6 +19,7 @@ import msgspec
 
 from sentinel.config import explain, require
 from sentinel.errors import ConfigError
+from sentinel.sim.background_spec import Background
 
 
 class FaultClass(StrEnum):
@@ -144,6 +145,7 @@ class Scenario(_Section, frozen=True):
     faults: Faults = msgspec.field(default_factory=Faults)
     benign: Benign = msgspec.field(default_factory=Benign)
     storm: Storm | None = None
+    background: Background = msgspec.field(default_factory=Background)
 
     def __post_init__(self) -> None:
         require(1 <= self.nodes <= 1_000_000, "nodes", "must be in [1, 1000000]", self.nodes)
