@@ -20,9 +20,12 @@ import numpy as np
 
 FEATURES = (
     "node_temp_c",  # median over the node's GPUs of their levels (mean of the newest LEVEL_SAMPLES readings)
-    "temp_dev_slope_c_per_min",  # slope over the window of the GPU's temperature minus its peers' median
-    "temp_dev_excess_c",  # that level minus the median of the node's GPUs' levels, minus the GPU's own baseline
-    "power_dev_excess_w",  # (its long-run deviation, see DeviationBaseline)
+    # The three deviation columns are in C (per minute) and W as gpu_features gives them; DeviationBaseline
+    # subtracts each GPU's own long-run deviation and FleetScale divides by the fleet's spread, so the model sees
+    # them in units of "how unusual in this fleet", whatever its sensors' noise.
+    "temp_dev_slope_per_min",  # slope over the window of the GPU's temperature minus its peers' median
+    "temp_dev_excess",  # the GPU's level minus the median of the node's GPUs' levels, minus its own baseline
+    "power_dev_excess",
     "clock_ratio",  # SM clock over the median of the node's GPUs (mean of the last 2 samples)
     "util_pct",
     "ecc_sbe_per_h",  # correctable ECC errors per hour over the window
@@ -41,7 +44,11 @@ XID_AGE_CAP_S = 86_400.0
 LEVEL_SAMPLES = 6  # levels (temperature, power, utilisation) average this many newest readings
 THERMAL_MASK = 0x20 | 0x40  # NVML clock-event reasons: SW thermal, HW thermal
 BASELINE_TAU_S = 6 * 3600.0  # time constant of a GPU's long-run deviation from its peers
-_EXCESS = (FEATURES.index("temp_dev_excess_c"), FEATURES.index("power_dev_excess_w"))
+_EXCESS = (FEATURES.index("temp_dev_excess"), FEATURES.index("power_dev_excess"))
+_SLOPE = FEATURES.index("temp_dev_slope_per_min")
+FLEET_TAU_S = 3600.0  # time constant of the fleet's spread of deviations
+SPREAD_FLOOR = (0.25, 3.0)  # C, W: a fleet of perfect sensors does not make every tenth of a degree unusual
+MAD_TO_SD = 1.4826
 
 
 def counter_increase(values: np.ndarray) -> np.ndarray:
@@ -117,6 +124,64 @@ class DeviationBaseline:
         self.ts = ts
         feats[..., list(_EXCESS)] = dev - np.nan_to_num(self.value, nan=0.0)
         return feats
+
+
+class FleetScale:
+    """The fleet's spread of GPU deviations (temperature, power): an EWMA of the robust standard deviation (MAD)
+    of the excess columns over the rows scored, so that the deviation features are in units of this fleet's own
+    spread. A fleet with noisier sensors or more varied hardware gets a wider spread, and the same physical
+    deviation counts for less there, as an operator would judge it. Apply after ``DeviationBaseline``."""
+
+    def __init__(self, tau_s: float = FLEET_TAU_S) -> None:
+        self.tau_s = tau_s
+        self.value: np.ndarray | None = None  # (2,): temperature C, power W
+        self.ts = -np.inf
+
+    def apply(self, rows: np.ndarray, ts: float) -> np.ndarray:
+        """Update the spread from ``rows`` (..., len(FEATURES)) read at ``ts`` and scale their deviation columns
+        (and the temperature slope) by it, in place; returns ``rows``."""
+        flat = rows.reshape(-1, rows.shape[-1])
+        dev = flat[:, list(_EXCESS)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # no finite row: keep the old spread
+            spread = np.nanmedian(np.abs(dev), axis=0) * MAD_TO_SD
+        if np.isfinite(spread).all() and len(flat) >= 4:
+            if self.value is None:
+                self.value = spread
+            else:
+                alpha = 1.0 - np.exp(-max(ts - self.ts, 0.0) / self.tau_s)
+                self.value = self.value + alpha * (spread - self.value)
+            self.ts = ts
+        scale = np.maximum(self.value if self.value is not None else np.zeros(2), SPREAD_FLOOR)
+        rows[..., list(_EXCESS)] = rows[..., list(_EXCESS)] / scale
+        rows[..., _SLOPE] = rows[..., _SLOPE] / scale[0]
+        return rows
+
+
+THERMAL_EVIDENCE = 6.0  # fleet spreads above its peers and its own baseline
+ECC_ESCALATING_PER_H = 60.0  # correctable errors per hour over the window: ten in a 10-minute window
+SYMBOL_ERRORS_PER_H = 120.0  # IBTA's 1e-12 bit-error-rate bound (NVSentinel's pre-failure line)
+
+
+def physical_evidence(rows: np.ndarray) -> np.ndarray:
+    """Per row (..., len(FEATURES), after FleetScale): do two independent physical signals of the GPU (or its
+    node's port) agree that it is failing? A healthy fleet shows any one of them every day (a burst of
+    correctable errors, a remap, a warm slot, a marginal cable), so one alone never takes a node out of service:
+
+    - HBM wearing out: correctable errors escalating (>= ECC_ESCALATING_PER_H, and still coming) while a row
+      remap is pending or an Xid 63/64 was logged;
+    - thermal runaway: hardware thermal slowdown on a GPU running far above its peers;
+    - a failing InfiniBand link: symbol errors above the IBTA line and link error recoveries.
+
+    NVLink CRC and PCIe replay errors come with no second signal: a ramp that will fail looks like one that
+    recovers, so those only alert until the failure itself. A hazard finding without this evidence alerts."""
+    c = {name: rows[..., i] for i, name in enumerate(FEATURES)}
+    with np.errstate(invalid="ignore"):
+        hbm = ((c["ecc_sbe_per_h"] >= ECC_ESCALATING_PER_H) & (c["ecc_sbe_recent_per_h"] > 0)
+               & ((c["remap_pending"] > 0) | (c["xid_precursor_age_s"] < XID_AGE_CAP_S)))
+        thermal = (c["thermal_throttle_share"] > 0) & (c["temp_dev_excess"] >= THERMAL_EVIDENCE)
+        link = (c["ib_symbol_error_per_h"] > SYMBOL_ERRORS_PER_H) & (c["ib_link_error_recovery_per_h"] > 0)
+        return np.asarray(hbm | thermal | link)
 
 
 def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.ndarray:

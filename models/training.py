@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, gpu_features
+from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, FleetScale, gpu_features
 from sentinel.detector.windows import GPU_FIELDS, NODE_FIELDS, PRECURSOR_XIDS
 
 Step = Mapping[str, Any]
@@ -59,6 +59,7 @@ def build_dataset(steps: Iterable[Step], failures: list[Failure], window: int = 
     xs, ys, ws, nodes, times = [], [], [], [], []
     last_xid: np.ndarray | None = None
     baseline = DeviationBaseline()  # updated at every scoring step, as the detector does
+    spread = FleetScale()
     for k, step in enumerate(steps):
         buffer.append(step)
         if last_xid is None:
@@ -71,6 +72,7 @@ def build_dataset(steps: Iterable[Step], failures: list[Failure], window: int = 
         t = float(step["t_s"])
         series = stack(buffer)
         feats = baseline.apply(gpu_features(series, np.clip(t - last_xid, 0.0, XID_AGE_CAP_S)), t)
+        spread.apply(feats, t)
         n, g, _ = feats.shape
         label = np.zeros((n, g), bool)
         for f in failures:
@@ -108,3 +110,16 @@ def stack(buffer: Iterable[Step]) -> dict[str, np.ndarray]:
     for name in NODE_FIELDS[1:]:
         out[name] = np.stack([np.asarray(s[name], np.float64) for s in steps])
     return out
+
+
+def combine(parts: list[Dataset]) -> Dataset:
+    """One dataset from several sources, their nodes kept apart for the by-node validation split."""
+    if len(parts) == 1:
+        return parts[0]
+    offset, nodes = 0, []
+    for p in parts:
+        nodes.append(p.node + offset)
+        offset += int(p.node.max()) + 1
+    return Dataset(np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts]),
+                   np.concatenate([p.weight for p in parts]), np.concatenate(nodes),
+                   np.concatenate([p.t_s for p in parts]))

@@ -20,6 +20,7 @@ from sentinel.verbs.actuate import cmd_bench_actuate, cmd_resume
 from sentinel.verbs.actuation import cmd_keygen, cmd_requests
 from sentinel.verbs.bench import (
     cmd_bench_agent,
+    cmd_bench_calibration,
     cmd_bench_codec,
     cmd_bench_detect,
     cmd_bench_pipeline,
@@ -200,8 +201,23 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("--model", metavar="DIR",
                         help="hazard model directory; `none` for rules only (default: the model trained on the "
                              "shipped `train` scenario, trained on first use and cached)")
+    detect.add_argument("--background", choices=("on", "off"), default="on",
+                        help="`off` scores the scenario on a clean fleet (its [background] switched off), to compare "
+                             "with the realistic one (default on: as the scenario file says)")
     detect.add_argument("--json", action="store_true", help="print results as JSON")
     detect.set_defaults(func=cmd_bench_detect)
+    calibration = bench.add_parser("calibration", parents=[common],
+                                   help="reliability of the hazard model's probability on a scenario unlike training")
+    calibration.add_argument("--scenario", action="append", required=True,
+                             help="scenario name or file (repeat for several curves in one plot)")
+    calibration.add_argument("--model", metavar="DIR", help="hazard model directory (default: the cached model)")
+    calibration.add_argument("--background", choices=("on", "off"), default="on",
+                             help="`off`: the scenario on a clean fleet (default on)")
+    calibration.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole run)")
+    calibration.add_argument("--plot", metavar="PNG", help="write the reliability curves to this PNG (needs the "
+                                                           "plot extra)")
+    calibration.add_argument("--json", action="store_true", help="print results as JSON")
+    calibration.set_defaults(func=cmd_bench_calibration)
     add_server_bench_parsers(bench, common)
     add_forecast_verbs(verb, bench, common)
     add_bench_alerting(bench, common)

@@ -28,13 +28,21 @@ def test_a_counter_reset_by_a_reboot_is_not_a_link_down() -> None:
     assert run_rules([_sample(0.0, downed=5), _sample(10.0, downed=0), _sample(20.0, downed=0)]) == []
 
 
-def test_symbol_errors_above_120_per_hour_start_one_checkpoint_episode() -> None:
+def test_symbol_errors_above_120_per_hour_alone_alert_once() -> None:
     samples = [_sample(10.0 * k, symbol=3 * k) for k in range(20)]  # 1080 errors/h, 57 seen
     found = run_rules(samples)
     [(ts, finding)] = found
-    assert finding.rule == "ib-link-degraded" and finding.recommendation is Recommendation.CHECKPOINT_DRAIN
+    assert finding.rule == "ib-link-degraded" and finding.recommendation is Recommendation.ALERT
+    assert finding.severity is Severity.WARNING
     assert ts == 40.0  # the first sample with at least 10 errors seen
     assert finding.evidence["symbol_error_per_h"] == 1080.0
+
+
+def test_symbol_errors_with_link_recoveries_escalate_to_a_checkpoint_and_drain() -> None:
+    samples = [_sample(10.0 * k, symbol=3 * k, recovery=int(k >= 12)) for k in range(20)]
+    found = run_rules(samples)
+    assert [f.recommendation for _, f in found] == [Recommendation.ALERT, Recommendation.CHECKPOINT_DRAIN]
+    assert found[1][0] == 120.0 and found[1][1].severity is Severity.CRITICAL
 
 
 def test_a_few_symbol_errors_are_not_a_rate() -> None:

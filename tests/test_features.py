@@ -9,7 +9,9 @@ import pytest
 
 from models.features import (
     FEATURES,
+    SPREAD_FLOOR,
     DeviationBaseline,
+    FleetScale,
     counter_increase,
     gpu_features,
     rate_per_h,
@@ -72,10 +74,10 @@ def test_gpu_features_of_a_literal_window() -> None:
     assert x.shape == (3, len(FEATURES))
     # the node's level: the median of its GPUs' means of their newest readings (77.5, not the last 85.0)
     assert x[:, col("node_temp_c")].tolist() == [61.0, 61.0, 61.0]
-    assert x[2, col("temp_dev_slope_c_per_min")] == pytest.approx(5.0)  # its peers stay flat
+    assert x[2, col("temp_dev_slope_per_min")] == pytest.approx(5.0)  # its peers stay flat
     # against the median of the node's GPUs (no baseline subtracted yet: see DeviationBaseline)
-    assert x[:, col("temp_dev_excess_c")].tolist() == [-1.0, 0.0, 16.5]
-    assert x[:, col("power_dev_excess_w")].tolist() == [0.0, 10.0, -200.0]
+    assert x[:, col("temp_dev_excess")].tolist() == [-1.0, 0.0, 16.5]
+    assert x[:, col("power_dev_excess")].tolist() == [0.0, 10.0, -200.0]
     assert x[:, col("clock_ratio")].tolist() == [1.0, 1.0, 0.5]
     assert x[:, col("ecc_sbe_per_h")].tolist() == pytest.approx([0.0, 0.0, 10 * 3600 / 180])
     assert x[2, col("ecc_sbe_recent_per_h")] == pytest.approx(6 * 3600 / 60)  # last quarter: one step
@@ -88,16 +90,16 @@ def test_gpu_features_of_a_literal_window() -> None:
 
 def _devs(temp: list[float], power: list[float]) -> np.ndarray:
     x = np.zeros((len(temp), len(FEATURES)))
-    x[:, col("temp_dev_excess_c")], x[:, col("power_dev_excess_w")] = temp, power  # raw, as gpu_features gives
+    x[:, col("temp_dev_excess")], x[:, col("power_dev_excess")] = temp, power  # raw, as gpu_features gives
     return x
 
 
 def test_a_gpu_that_always_runs_warm_is_ordinary_against_its_own_baseline() -> None:
     baseline = DeviationBaseline(tau_s=3600.0)
     first = baseline.apply(_devs([5.0, 0.0], [30.0, 0.0]), 0.0)  # the first reading is the baseline
-    assert first[:, col("temp_dev_excess_c")].tolist() == [0.0, 0.0]
+    assert first[:, col("temp_dev_excess")].tolist() == [0.0, 0.0]
     later = baseline.apply(_devs([5.0, 0.0], [30.0, 0.0]), 600.0)
-    assert later[:, col("temp_dev_excess_c")].tolist() == [0.0, 0.0]
+    assert later[:, col("temp_dev_excess")].tolist() == [0.0, 0.0]
 
 
 def test_a_gpu_leaving_its_baseline_shows_an_excess_that_the_baseline_follows_slowly() -> None:
@@ -105,24 +107,24 @@ def test_a_gpu_leaving_its_baseline_shows_an_excess_that_the_baseline_follows_sl
     baseline.apply(_devs([0.0], [0.0]), 0.0)
     x = baseline.apply(_devs([10.0], [100.0]), 3600.0)  # one time constant later: the baseline moved 63 %
     moved = 1.0 - math.exp(-1.0)
-    assert x[0, col("temp_dev_excess_c")] == pytest.approx(10.0 * (1.0 - moved))
-    assert x[0, col("power_dev_excess_w")] == pytest.approx(100.0 * (1.0 - moved))
+    assert x[0, col("temp_dev_excess")] == pytest.approx(10.0 * (1.0 - moved))
+    assert x[0, col("power_dev_excess")] == pytest.approx(100.0 * (1.0 - moved))
 
 
 def test_a_lost_reading_keeps_the_baseline_and_a_new_gpu_starts_its_own() -> None:
     baseline = DeviationBaseline(tau_s=3600.0)
     baseline.apply(_devs([4.0], [20.0]), 0.0)
     lost = baseline.apply(_devs([NAN], [NAN]), 60.0)
-    assert math.isnan(lost[0, col("temp_dev_excess_c")])
+    assert math.isnan(lost[0, col("temp_dev_excess")])
     grown = baseline.apply(_devs([4.0, 7.0], [20.0, 9.0]), 120.0)  # a second GPU appears
-    assert grown[:, col("temp_dev_excess_c")].tolist() == pytest.approx([0.0, 0.0])
+    assert grown[:, col("temp_dev_excess")].tolist() == pytest.approx([0.0, 0.0])
 
 
 def test_a_warm_up_that_moves_every_peer_is_not_a_temperature_drift() -> None:
     s = _series()
     s["temp_c"] = _series()["temp_c"] * 0 + np.array([[40.0], [50.0], [60.0], [70.0]]) + [0.0, 1.0, 2.0]
     x = gpu_features(s, np.full(3, 86_400.0))
-    assert x[:, col("temp_dev_slope_c_per_min")].tolist() == pytest.approx([0.0, 0.0, 0.0])
+    assert x[:, col("temp_dev_slope_per_min")].tolist() == pytest.approx([0.0, 0.0, 0.0])
 
 
 def test_fleet_shaped_input_gives_the_same_rows_as_one_node_at_a_time() -> None:
@@ -138,7 +140,7 @@ def test_a_lost_gpu_gives_nan_levels_and_its_peers_stay_finite() -> None:
     for name in ("temp_c", "power_w", "sm_clock_mhz", "util_pct", "ecc_sbe", "nvlink_crc"):
         s[name][:, 2] = NAN
     x = gpu_features(s, np.full(3, 86_400.0))
-    assert math.isnan(x[2, col("temp_dev_excess_c")])
+    assert math.isnan(x[2, col("temp_dev_excess")])
     assert np.isfinite(x[:2]).all()
 
 
@@ -171,3 +173,22 @@ def test_xid_age_counts_only_precursor_xids() -> None:
     window.note_xid(0, 13, 100.0)  # an application error: not a sign of wear
     window.note_xid(1, 63, 100.0)
     assert window.xid_age_s(400.0, 86_400.0).tolist() == [86_400.0, 300.0]
+
+
+def test_the_same_deviation_counts_for_less_in_a_fleet_with_noisier_sensors() -> None:
+    rng = np.random.default_rng(0)
+    scaled = []
+    for noise in (0.5, 2.0):
+        spread = FleetScale()
+        for t in range(10):  # the fleet's deviations around their baselines, scored every minute
+            spread.apply(_devs(list(rng.normal(0.0, noise, 400)), list(rng.normal(0.0, 10 * noise, 400))), 60.0 * t)
+        x = spread.apply(_devs([5.0] * 8, [50.0] * 8), 600.0)  # one GPU 5 C / 50 W above; the fleet otherwise calm
+        scaled.append(x[0, col("temp_dev_excess")])
+        assert spread.value is not None and spread.value[0] == pytest.approx(noise, rel=0.25)
+    assert scaled[0] == pytest.approx(4 * scaled[1], rel=0.3)
+
+
+def test_a_perfectly_quiet_fleet_is_floored_so_a_tenth_of_a_degree_is_not_alarming() -> None:
+    spread = FleetScale()
+    x = spread.apply(_devs([0.0] * 10 + [0.1], [0.0] * 11), 0.0)
+    assert x[-1, col("temp_dev_excess")] == pytest.approx(0.1 / SPREAD_FLOOR[0])

@@ -16,7 +16,7 @@ from sentinel.config import from_mapping
 from sentinel.detector.hazard_scoring import HazardScorer
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import ConfigError
-from sentinel.events import FindingClass, GpuReading, Recommendation, TelemetrySample
+from sentinel.events import FindingClass, GpuReading, Recommendation, Severity, TelemetrySample
 
 ECC = FEATURES.index("ecc_sbe_per_h")
 
@@ -111,23 +111,43 @@ def test_training_rows_label_the_horizon_and_skip_lost_gpus_and_failed_nodes() -
     assert data.x.shape[1] == len(FEATURES)
 
 
-def test_the_scorer_reports_a_gpu_after_consecutive_high_scorings_once(model: HazardModel) -> None:
+def _score_rising_ecc(model: HazardModel, pending_from: int | None) -> list:
+    """40 samples 10 s apart; GPU 1's correctable ECC climbs from the 20th; a row remap goes pending from
+    ``pending_from`` (never when None). Returns the hazard findings."""
     config = from_mapping({"detector": {"hazard": {"score_interval_s": 60, "consecutive": 2}}}).detector.hazard
     scorer = HazardScorer(model, config, "synthetic")
     window = NodeWindow(10, gpus=2)
     findings = []
     for k in range(40):
+        pending = pending_from is not None and k >= pending_from
         gpus = [GpuReading(index=i, temp_c=60.0, power_w=500.0, sm_clock_mhz=1980.0, util_gpu_pct=90.0,
-                           ecc_sbe_volatile=(30 * k if i == 1 and k >= 20 else 0)) for i in range(2)]
+                           ecc_sbe_volatile=(30 * k if i == 1 and k >= 20 else 0),
+                           row_remap_pending=pending and i == 1) for i in range(2)]
         window.push(TelemetrySample(node="n1", ts=10.0 * k, gpus=gpus))
         findings += scorer.score({"n1": window}, ["n1"], 10.0 * k)
-    hazard = [f for f in findings if f.kind is FindingClass.PREDICTED_FAILURE]
+    return [f for f in findings if f.kind is FindingClass.PREDICTED_FAILURE]
+
+
+def test_the_scorer_reports_a_gpu_after_consecutive_high_scorings_once(model: HazardModel) -> None:
+    hazard = _score_rising_ecc(model, pending_from=20)
     # scored every 60 s from the 5th sample (40, 100, ..., 220, 280); ECC rises from 200 s: high at 220 and 280
     assert [(f.gpu_index, f.observed_ts) for f in hazard] == [(1, 280.0)]
     [finding] = hazard
-    assert finding.recommendation is Recommendation.CHECKPOINT_DRAIN
+    assert finding.recommendation is Recommendation.CHECKPOINT_DRAIN and finding.evidence["physical_evidence"]
     assert finding.evidence["model"] == "synthetic" and finding.confidence >= finding.evidence["threshold"]
     assert "feature.ecc_sbe_per_h" in finding.evidence
+
+
+def test_a_prediction_without_a_second_physical_signal_only_alerts(model: HazardModel) -> None:
+    [finding] = _score_rising_ecc(model, pending_from=None)  # correctable errors, but no remap: could recover
+    assert finding.recommendation is Recommendation.ALERT and finding.severity is Severity.WARNING
+    assert finding.evidence["physical_evidence"] is False
+
+
+def test_an_alerted_prediction_escalates_to_a_drain_when_the_evidence_arrives(model: HazardModel) -> None:
+    hazard = _score_rising_ecc(model, pending_from=30)
+    assert [(f.recommendation, f.observed_ts) for f in hazard] == [(Recommendation.ALERT, 280.0),
+                                                                   (Recommendation.CHECKPOINT_DRAIN, 340.0)]
 
 
 def test_the_scorer_keeps_each_gpus_deviation_baseline_across_scorings(model: HazardModel) -> None:

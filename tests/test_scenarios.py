@@ -16,7 +16,7 @@ from sentinel.errors import ConfigError
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.scenario import NO_PRECURSOR, FaultClass
 
-SHIPPED = ["llama3-mix", "mixed", "quiet", "smoke", "storm", "train"]
+SHIPPED = ["llama3-mix", "mixed", "quiet", "smoke", "storm", "train", "validate"]
 
 
 def test_the_named_scenarios_ship_and_load() -> None:
@@ -28,6 +28,15 @@ def test_the_named_scenarios_ship_and_load() -> None:
 def test_the_training_scenario_seed_is_used_by_no_scenario_the_benchmarks_score() -> None:
     seeds = {name: scenario.load(name).seed for name in SHIPPED}
     assert seeds["train"] not in {seed for name, seed in seeds.items() if name != "train"}
+
+
+def test_training_fleets_differ_from_each_other_and_share_no_seed_with_any_shipped_scenario() -> None:
+    from sentinel.sim.trainset import training_fleets
+
+    fleets = training_fleets(scenario.load("train"))
+    assert len({(f.noise.temp_sd_c, f.step_s, f.gpus_per_node, f.job_nodes) for f in fleets}) == len(fleets)
+    assert not {f.seed for f in fleets} & {scenario.load(name).seed for name in SHIPPED}
+    assert len({f.background.ecc.per_gpu_day for f in fleets}) == len(fleets)  # background strength varies
 
 
 def test_the_same_seed_gives_the_same_ground_truth_and_another_seed_does_not() -> None:

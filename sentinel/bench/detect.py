@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from sentinel import codec
@@ -59,11 +60,34 @@ class Signal:
 
 
 class ThresholdBaseline:
-    """Static thresholds as existing tools set them (domain.md): EKS Xid list, Azure healthagent's DBE > 0 and
-    row-remap failure, NVSentinel's link_downed increase drain; temperature > 93 C and retired pages alert."""
+    """Static thresholds as existing tools ship them (domain.md), acting on everything they see, background
+    included. Drains: the EKS Xid list, Azure healthagent's DBE > 0 and row-remap failure, NVSentinel's
+    link_downed increase and symbol errors > 120/h. Alerts (once per episode): temperature > 93 C and a pending
+    row remap (Azure), PCIe replays > 8/min and NVLink CRC > 100/s (DCGM), link_error_recovery > 5/min
+    (NVSentinel)."""
 
     def __init__(self) -> None:
         self.prev: dict[str, TelemetrySample] = {}
+        self.history: dict[tuple[str, str], deque[tuple[float, int]]] = {}  # (node, counter) -> (t, increase)
+        self.open: set[tuple[str, str]] = set()
+
+    def _rate(self, node: str, name: str, t: float, increase: int | None, window_s: float) -> float:
+        """Increase of a counter over the trailing ``window_s`` (a reset counts as no increase)."""
+        history = self.history.setdefault((node, name), deque())
+        if increase:
+            history.append((t, increase))
+        while history and history[0][0] <= t - window_s:
+            history.popleft()
+        return float(sum(d for _, d in history))
+
+    def _edge(self, node: str, key: str, on: bool, t: float, drain: bool, why: str) -> list[Signal]:
+        if not on:
+            self.open.discard((node, key))
+            return []
+        if (node, key) in self.open:
+            return []
+        self.open.add((node, key))
+        return [Signal(node, t, drain, why)]
 
     def sample(self, s: TelemetrySample, t: float) -> list[Signal]:
         out, prev = [], self.prev.get(s.node)
@@ -72,12 +96,28 @@ class ThresholdBaseline:
             if (counter_delta(old.ecc_dbe_volatile if old else None, gpu.ecc_dbe_volatile) or 0) > 0 or \
                     gpu.row_remap_failure:
                 out.append(Signal(s.node, t, True, "dbe-or-row-remap-failure"))
-            if gpu.temp_c is not None and gpu.temp_c > 93:
-                out.append(Signal(s.node, t, False, "temp>93C"))
+            g = f"gpu{gpu.index}"
+            out += self._edge(s.node, f"{g}-hot", gpu.temp_c is not None and gpu.temp_c > 93, t, False, "temp>93C")
+            out += self._edge(s.node, f"{g}-pending", bool(gpu.row_remap_pending), t, False, "row-remap-pending")
+            replays = self._rate(s.node, f"{g}-pcie", t, counter_delta(old.pcie_replay if old else None,
+                                                                       gpu.pcie_replay), 60.0)
+            out += self._edge(s.node, f"{g}-pcie", replays > 8, t, False, "pcie-replay>8/min")
+            crc_old = sum(x.crc_errors or 0 for x in old.nvlinks) if old and old.nvlinks else None
+            crc_new = sum(x.crc_errors or 0 for x in gpu.nvlinks) if gpu.nvlinks else None
+            crc = self._rate(s.node, f"{g}-crc", t, counter_delta(crc_old, crc_new), 60.0)
+            out += self._edge(s.node, f"{g}-crc", crc > 100 * 60, t, False, "nvlink-crc>100/s")
         for nic in s.nics:
             old_nic = next((n for n in prev.nics if n.name == nic.name), None) if prev else None
-            if old_nic and (counter_delta(old_nic.counters.get("link_downed"), nic.counters.get("link_downed")) or 0):
+
+            def delta(name: str, old_nic: Any = old_nic, nic: Any = nic) -> int | None:
+                return counter_delta(old_nic.counters.get(name), nic.counters.get(name)) if old_nic else None
+
+            if delta("link_downed"):
                 out.append(Signal(s.node, t, True, "link_downed"))
+            symbols = self._rate(s.node, f"{nic.name}-symbol", t, delta("symbol_error"), 3600.0)
+            out += self._edge(s.node, f"{nic.name}-symbol", symbols > 120, t, True, "symbol_error>120/h")
+            recoveries = self._rate(s.node, f"{nic.name}-recovery", t, delta("link_error_recovery"), 60.0)
+            out += self._edge(s.node, f"{nic.name}-recovery", recoveries > 5, t, False, "link_error_recovery>5/min")
         self.prev[s.node] = s
         return out
 
@@ -118,6 +158,7 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
     used: set[int] = set()
     caught: dict[str, list[TruthEvent]] = {}
     leads: dict[str, list[float]] = {}
+    precursor_leads: list[float] = []
     delays: list[float] = []
     for fault in faults:
         window = [s for s in by_node.get(fault.node, [])
@@ -134,6 +175,8 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         first = min((s.ts_s for s in window), default=fault.precursor_start_s) if not earlier else \
             fault.precursor_start_s
         leads.setdefault(fault.cls, []).append(max(0.0, fault.failure_s - first))
+        if fault.has_precursor:
+            precursor_leads.append(max(0.0, fault.failure_s - first))
         if not fault.has_precursor and drain is not None and not earlier:
             delays.append(max(0.0, drain.ts_s - fault.failure_s))
     false = [d for i, d in enumerate(drains) if i not in used]
@@ -166,6 +209,7 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         "faults": len(faults), "caught": tp, "drains": len(drains), "false_drains": fp,
         "precision": _r(precision), "recall": _r(recall), "f1": round(f1, 3),
         "lead_time_median_s": _q(all_leads, 0.5), "lead_time_p10_s": _q(all_leads, 0.1),
+        "lead_time_precursor_median_s": _q(precursor_leads, 0.5),
         "detection_delay_median_s": _q(delays, 0.5),
         "false_drains_per_1000_node_days": round(fp * 1000 / node_days, 2) if node_days else None,
         "false_alerts_per_1000_node_days": round(len(false_alerts) * 1000 / node_days, 2) if node_days else None,
@@ -231,7 +275,7 @@ def _q(values: list[float], q: float) -> float | None:
 
 def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float], None] | None = None,
                max_steps: int | None = None, max_fraction: float = 0.1, model: str | None = None,
-               event_windows: bool = False) -> dict[str, Any]:
+               event_windows: bool = False, background: bool = True) -> dict[str, Any]:
     """Score the scenario; the policy runs with its defaults (act mode, dry-run actuator) and the breaker at
     ``max_fraction`` of the fleet per hour, so a storm shows what the breaker holds back.
 
@@ -240,9 +284,13 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
 
     ``event_windows``: feed a node that has a ground-truth event only from ``EVENT_LOOKBACK_S`` before its
     precursor starts to ``GRACE_S`` after it fails (instead of the whole run), so fleets of thousands of nodes over
-    weeks can be scored; healthy-sampled nodes are still fed the whole run, and node-days count what was fed."""
+    weeks can be scored; healthy-sampled nodes are still fed the whole run, and node-days count what was fed.
+
+    ``background``: False scores the same scenario on a clean fleet (its ``[background]`` switched off)."""
     model_path = cached_model(lambda text: print(f"bench: {text}", file=sys.stderr)) if model is None else model
     sc = scenario.load(name)
+    if not background:
+        sc = msgspec.structs.replace(sc, background=msgspec.structs.replace(sc.background, enabled=False))
     truth = groundtruth.plan(sc)
     fleet = Fleet(sc, truth)
     rng = np.random.default_rng(sc.seed + 2)
@@ -296,7 +344,8 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
     result["stragglers"] = stragglers
     result["model"] = model_info
     nodes_fed = len(set(fed) | event_nodes) if event_windows else len(fed)
-    result.update({"scenario": sc.name, "max_fraction": max_fraction, "nodes_fed": nodes_fed,
+    result.update({"scenario": sc.name, "background": background, "max_fraction": max_fraction,
+                   "nodes_fed": nodes_fed,
                    "event_windows": event_windows,
                    "node_days": round(node_days, 2), "steps": steps,
                    "breaker_open": bool(breaker and breaker.is_open),
@@ -305,7 +354,8 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
 
 
 def render_detect(r: dict[str, Any]) -> str:
-    keys = ["precision", "recall", "f1", "lead_time_median_s", "lead_time_p10_s", "detection_delay_median_s",
+    keys = ["precision", "recall", "f1", "lead_time_median_s", "lead_time_p10_s", "lead_time_precursor_median_s",
+            "detection_delay_median_s",
             "false_drains_per_1000_node_days", "false_alerts_per_1000_node_days", "benign_actions"]
     rows = [{"metric": k, "sentinel": r[k], "threshold": r["baselines"]["threshold"][k],
              "reactive": r["baselines"]["reactive"][k]} for k in keys]
@@ -322,8 +372,9 @@ def render_detect(r: dict[str, Any]) -> str:
             + (f"\nHazard model {model['name']}: threshold {model['threshold']}, fitted in {model['fit_s']} s; "
                f"{model['rows_scored']} GPU rows scored at {model['scoring_rows_per_s']} rows/s (features + model)"
                if model else "\nRules only (no hazard model)"))
-    return (f"{r['scenario']}: {r['nodes_fed']} nodes fed, {r['node_days']} node-days, {r['faults']} faults that need "
-            f"a drain; breaker open at the end: {r['breaker_open']}\n"
+    world = "realistic" if r["background"] else "clean"
+    return (f"{r['scenario']} ({world} background): {r['nodes_fed']} nodes fed, {r['node_days']} node-days, "
+            f"{r['faults']} faults that need a drain; breaker open at the end: {r['breaker_open']}\n"
             + render(rows, [("metric", "metric"), ("sentinel", "sentinel"), ("threshold", "static thresholds"),
                             ("reactive", "react on crash")])
             + "\n\nSentinel by class:\n"

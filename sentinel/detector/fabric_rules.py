@@ -9,7 +9,7 @@ import statistics
 
 import numpy as np
 
-from models.features import THERMAL_MASK, rate_per_h
+from models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK, rate_per_h
 from sentinel.config import StragglerConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import NodeWindow
@@ -26,7 +26,6 @@ from sentinel.events import (
 # NVSentinel and Azure healthagent: any increase of link_downed is fatal for the port (domain.md).
 # IBTA's 10^-12 bit-error-rate bound: more than 120 symbol errors per hour is a pre-failure signal (domain.md);
 # a handful of errors in a short window is not a rate, so at least SYMBOL_MIN_COUNT must be seen.
-SYMBOL_ERRORS_PER_H = 120.0
 SYMBOL_MIN_COUNT = 10
 # NVSentinel: link_error_recovery > 5/min is degradation.
 RECOVERY_PER_H = 300.0
@@ -52,20 +51,27 @@ def infiniband_rules(window: NodeWindow, sample: TelemetrySample, now: float) ->
     symbol_rate = float(rate_per_h(symbol, ts))
     recovery_rate = float(rate_per_h(recovery, ts))
     seen = float(np.nan_to_num(np.clip(np.diff(symbol), 0, None)).sum())
-    degraded = (symbol_rate > SYMBOL_ERRORS_PER_H and seen >= SYMBOL_MIN_COUNT) or recovery_rate > RECOVERY_PER_H
-    if degraded and not window.ib_rate_reported:
-        window.ib_rate_reported = True
+    errors = symbol_rate > SYMBOL_ERRORS_PER_H and seen >= SYMBOL_MIN_COUNT
+    # One signal alerts (a marginal cable errs for a while and recovers, every day somewhere in a fleet); symbol
+    # errors with link recoveries, or recoveries beyond NVSentinel's 5/min, mean the link is going: checkpoint.
+    level = 2 if (errors and recovery_rate > 0) or recovery_rate > RECOVERY_PER_H else 1 if errors else 0
+    if level > window.ib_rate_reported:
+        window.ib_rate_reported = level
         evidence: dict[str, EvidenceValue] = {"symbol_error_per_h": round(symbol_rate, 1),
                                               "link_error_recovery_per_h": round(recovery_rate, 1),
                                               "window_s": round(float(ts[-1] - ts[0]), 1)}
-        confidence = 0.8 + 0.15 * (recovery_rate > 0)
-        out.append(make_finding(
-            "ib-link-degraded", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts, Severity.CRITICAL,
-            Recommendation.CHECKPOINT_DRAIN, confidence,
-            f"InfiniBand link degrading: {symbol_rate:.0f} symbol errors/h (limit {SYMBOL_ERRORS_PER_H:.0f}), "
-            f"{recovery_rate:.0f} link recoveries/h", None, evidence))
-    elif not degraded and symbol_rate < SYMBOL_ERRORS_PER_H / 2 and recovery_rate == 0:
-        window.ib_rate_reported = False
+        summary = (f"InfiniBand link degrading: {symbol_rate:.0f} symbol errors/h (limit {SYMBOL_ERRORS_PER_H:.0f}), "
+                   f"{recovery_rate:.0f} link recoveries/h")
+        if level == 2:
+            out.append(make_finding("ib-link-degraded", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts,
+                                    Severity.CRITICAL, Recommendation.CHECKPOINT_DRAIN, 0.95, summary, None,
+                                    evidence))
+        else:
+            out.append(make_finding("ib-link-degraded", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts,
+                                    Severity.WARNING, Recommendation.ALERT, 0.5,
+                                    summary + ": alert (no link recovery yet)", None, evidence))
+    elif level == 0 and symbol_rate < SYMBOL_ERRORS_PER_H / 2 and recovery_rate == 0:
+        window.ib_rate_reported = 0
     return out
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 
 from models import persistence
-from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, gpu_features
+from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, FleetScale, gpu_features, physical_evidence
 from models.hazard import HazardModel
 from sentinel.config import HazardConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
 
-_OWN = FEATURES.index("temp_dev_excess_c")  # NaN when the GPU gave no reading in the window
+_OWN = FEATURES.index("temp_dev_excess")  # NaN when the GPU gave no reading in the window
 
 
 class HazardScorer:
@@ -33,9 +33,10 @@ class HazardScorer:
         self.threshold = config.threshold or model.threshold
         self.last_scored: dict[str, float] = {}
         self.streak: dict[tuple[str, str, int], int] = {}  # (kind, node, gpu) -> scorings in a row above
-        self.open: set[tuple[str, str, int]] = set()
+        self.open: dict[tuple[str, str, int], int] = {}  # open episodes: 1 alerted, 2 checkpoint and drain asked
         self.rows_scored = 0
         self.baselines: dict[str, DeviationBaseline] = {}  # node -> its GPUs' long-run deviation from peers
+        self.spread = FleetScale()  # the fleet's spread of those deviations
 
     def due(self, node: str, window: NodeWindow) -> bool:
         return (window.count >= max(2, window.size // 2)
@@ -59,6 +60,8 @@ class HazardScorer:
             blocks.append(feats[alive])
             where.extend((node, g) for g in alive)
         x = np.vstack(blocks) if blocks else np.zeros((0, len(self.model.features)))
+        self.spread.apply(x, max(windows[n].last_ts for n in due))
+        evidence = physical_evidence(x)
         self.rows_scored += len(x)
         p = self.model.probability(x)
         anomaly = self.model.anomaly_score(x) if self.config.anomalies else np.zeros(len(x))
@@ -68,25 +71,27 @@ class HazardScorer:
         out: list[Finding] = []
         for i, (node, gpu) in enumerate(where):
             ts = windows[node].last_ts
-            if self._episode("hazard", node, gpu, p[i] >= self.threshold, p[i] < self.threshold / 2):
-                out.append(self._hazard(node, gpu, ts, now, float(p[i]), x[i]))
+            level = 2 if evidence[i] else 1  # without physical evidence of its own, a prediction only alerts
+            if self._episode("hazard", node, gpu, p[i] >= self.threshold, p[i] < self.threshold / 2, level):
+                out.append(self._hazard(node, gpu, ts, now, float(p[i]), x[i], bool(evidence[i])))
             if self.config.anomalies and self._episode("anomaly", node, gpu, anomaly[i] >= self.model.anomaly_threshold,
                                                        anomaly[i] < self.model.anomaly_threshold):
                 out.append(self._anomaly(node, gpu, ts, now, float(anomaly[i]), x[i]))
         return out
 
-    def _episode(self, kind: str, node: str, gpu: int, above: bool, clear: bool) -> bool:
+    def _episode(self, kind: str, node: str, gpu: int, above: bool, clear: bool, level: int = 1) -> bool:
+        """Whether an episode starts (or escalates from an alert to a drain, ``level`` 2) at this scoring."""
         needed = self.config.consecutive if kind == "hazard" else self.config.anomaly_consecutive
         key = (kind, node, gpu)
         if not above:
             self.streak.pop(key, None)
             if clear:
-                self.open.discard(key)
+                self.open.pop(key, None)
             return False
         self.streak[key] = self.streak.get(key, 0) + 1
-        if self.streak[key] < needed or key in self.open:
+        if self.streak[key] < needed or self.open.get(key, 0) >= level:
             return False
-        self.open.add(key)
+        self.open[key] = level
         return True
 
     def _evidence(self, row: np.ndarray) -> dict[str, EvidenceValue]:
@@ -94,14 +99,20 @@ class HazardScorer:
         evidence.update({f"feature.{k}": v for k, v in self.model.unusual(row).items()})
         return evidence
 
-    def _hazard(self, node: str, gpu: int, ts: float, now: float, p: float, row: np.ndarray) -> Finding:
+    def _hazard(self, node: str, gpu: int, ts: float, now: float, p: float, row: np.ndarray,
+                physical: bool) -> Finding:
+        """A predicted failure: checkpoint and drain when the GPU shows a physical precursor of its own; an alert
+        (for a person to look at) when only the model's score says so."""
         hours = self.model.horizon_s / 3600.0
         evidence = self._evidence(row) | {"probability": round(p, 4), "threshold": round(self.threshold, 4),
-                                          "horizon_s": self.model.horizon_s}
-        return make_finding("hazard-model", FindingClass.PREDICTED_FAILURE, node, now, ts, Severity.CRITICAL,
-                            Recommendation.CHECKPOINT_DRAIN, min(max(p, 0.0), 1.0),
-                            f"GPU {gpu}: P(failure within {hours:g} h) = {p:.2f} (threshold {self.threshold:.2f})",
-                            gpu, evidence)
+                                          "horizon_s": self.model.horizon_s, "physical_evidence": physical}
+        summary = f"GPU {gpu}: P(failure within {hours:g} h) = {p:.2f} (threshold {self.threshold:.2f})"
+        if not physical:
+            summary += "; no physical precursor of its own: alert only"
+        return make_finding("hazard-model", FindingClass.PREDICTED_FAILURE, node, now, ts,
+                            Severity.CRITICAL if physical else Severity.WARNING,
+                            Recommendation.CHECKPOINT_DRAIN if physical else Recommendation.ALERT,
+                            min(max(p, 0.0), 1.0), summary, gpu, evidence)
 
     def _anomaly(self, node: str, gpu: int, ts: float, now: float, score: float, row: np.ndarray) -> Finding:
         evidence = self._evidence(row) | {"anomaly_score": round(score, 4),

@@ -53,7 +53,7 @@ class NodeWindow:
         self.hot_reported: set[int] = set()  # GPUs with an open thermal finding in this episode
         self.slow_streak: dict[int, int] = {}  # GPU -> consecutive samples lagging its peers (straggler rule)
         self.slow_reported: set[int] = set()
-        self.ib_rate_reported = False
+        self.ib_rate_reported = 0  # 0: no open InfiniBand episode; 1: alerted; 2: checkpoint and drain asked
         self.counter_reported: set[tuple[str, int]] = set()  # (rule, GPU) with an open counter warning
         self.precursor_xid_ts: dict[int, float] = {}  # GPU -> time of its last Xid 63/64
 

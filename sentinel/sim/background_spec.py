@@ -152,6 +152,16 @@ class Background(_Part, frozen=True):
     recovering: Recovering = msgspec.field(default_factory=Recovering)
     precursors: Precursors = msgspec.field(default_factory=Precursors)
 
+    def scaled(self, factor: float) -> Background:
+        """The same background with every rate (``per_`` fields) times ``factor``: a quieter or noisier fleet."""
+        parts = {}
+        for name in self.__struct_fields__:
+            part = getattr(self, name)
+            if isinstance(part, _Part):
+                rates = {f: getattr(part, f) * factor for f in part.__struct_fields__ if "per_" in f}
+                parts[name] = msgspec.structs.replace(part, **rates)
+        return msgspec.structs.replace(self, **parts)
+
     def __post_init__(self) -> None:
         w = self.workload
         require(w.inference_share + w.burn_in_share + w.idle_share <= 1, "workload.idle_share",

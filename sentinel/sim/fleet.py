@@ -265,7 +265,6 @@ class Fleet:
         ts = self.start_ts + step.t_s
         out = []
         chosen = range(self.sc.nodes) if nodes is None else nodes
-        bg = self.bg
         for i in chosen:
             late = self._late.pop(i, None)
             if step.delivery is not None and step.delivery[0][i]:

@@ -2,7 +2,10 @@
 directories on disk (the same arrays either way, fed to ``models.training``).
 
 ``TRAIN_SCENARIO`` is the shipped training scenario; its seed differs from every scenario the benchmarks score,
-so a benchmark never scores the stream its model learned from.
+so a benchmark never scores the stream its model learned from. A fleet never looks like its training scenario,
+so the cached model learns from ``SHIFTED_FLEETS`` fleets drawn from it (``training_fleets``), each with its
+own sensor noise, background strength, sampling interval, GPUs per node, job shape and load: what must not
+matter is varied, so the model cannot learn it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,8 @@ import numpy as np
 from models import features, hazard, persistence, training
 from models.training import Dataset, Failure, build_dataset
 from sentinel.errors import ConfigError
-from sentinel.sim import groundtruth, scenario
+from sentinel.sim import background, groundtruth, scenario
+from sentinel.sim import fleet as fleet_module
 from sentinel.sim.fleet import Fleet
 from sentinel.sim.groundtruth import TruthEvent
 
@@ -31,6 +36,27 @@ TRAIN_SCENARIO = "train"
 HORIZON_S = 7200.0
 WINDOW_SAMPLES = 60  # the detector's default window
 TARGET_PRECISION = 0.95
+SHIFTED_FLEETS = 6
+SHIFT_NODES = 80
+SHIFT_DURATION_S = 86_400.0
+
+
+def training_fleets(base: scenario.Scenario, count: int = SHIFTED_FLEETS) -> list[scenario.Scenario]:
+    """``count`` fleets unlike each other, with ``base``'s fault and benign rates: sensor noise 0.3-2 C and
+    4-25 W, background rates x0.3-3, sampling every 5-30 s, 4 or 8 GPUs per node, jobs of 1-8 nodes, busy
+    60-95 % of the time with a daily cycle up to 0.6. Drawn from ``base``'s seed; each fleet has its own."""
+    rng = np.random.default_rng([base.seed, 20_261_203])
+    out = []
+    for k in range(count):
+        gpus = int(rng.choice([4, 8, 8]))
+        out.append(msgspec.structs.replace(
+            base, name=f"{base.name}-{k}", seed=base.seed * 100 + k, nodes=SHIFT_NODES, gpus_per_node=gpus,
+            duration_s=SHIFT_DURATION_S, step_s=float(rng.choice([5.0, 10.0, 10.0, 15.0, 30.0])),
+            job_nodes=int(rng.choice([1, 2, 4, 8])), busy_fraction=float(rng.uniform(0.6, 0.95)),
+            daily_amplitude=float(rng.uniform(0.0, 0.6)),
+            noise=scenario.Noise(temp_sd_c=float(rng.uniform(0.3, 2.0)), power_sd_w=float(rng.uniform(4.0, 25.0))),
+            background=base.background.scaled(float(np.exp(rng.uniform(np.log(0.3), np.log(3.0)))))))
+    return out
 
 
 def failures(truth: list[TruthEvent], index: dict[str, int]) -> list[Failure]:
@@ -38,10 +64,11 @@ def failures(truth: list[TruthEvent], index: dict[str, int]) -> list[Failure]:
     return [Failure(index[e.node], e.gpu, e.failure_s) for e in truth if e.kind == "fault" and e.needs_drain]
 
 
-def scenario_dataset(name: str, window: int, horizon_s: float, max_steps: int | None = None,
+def scenario_dataset(name: str | scenario.Scenario, window: int, horizon_s: float, max_steps: int | None = None,
                      progress: Callable[[float], None] | None = None) -> tuple[Dataset, str]:
-    """Rows from a scenario generated in memory, and a hash of what generated them."""
-    sc = scenario.load(name)
+    """Rows from a scenario (a name, a file or a loaded one) generated in memory, and a hash of what generated
+    them."""
+    sc = scenario.load(name) if isinstance(name, str) else name
     truth = groundtruth.plan(sc)
     fleet = Fleet(sc, truth)
     steps = int(sc.duration_s / sc.step_s) if max_steps is None else min(max_steps, int(sc.duration_s / sc.step_s))
@@ -89,12 +116,25 @@ def export_dataset(directory: Path, window: int, horizon_s: float,
     return data, persistence.hash_files(needed + chunks)
 
 
+def shifted_dataset(base: str, window: int, horizon_s: float,
+                    progress: Callable[[float], None] | None = None) -> tuple[Dataset, str]:
+    """Rows from every fleet ``training_fleets`` draws from scenario ``base``, kept apart by node."""
+    fleets = training_fleets(scenario.load(base))
+    parts, digests = [], []
+    for k, sc in enumerate(fleets):
+        share = (lambda f, k=k: progress((k + f) / len(fleets))) if progress is not None else None
+        data, digest = scenario_dataset(sc, window, horizon_s, progress=share)
+        parts.append(data)
+        digests.append(digest)
+    return training.combine(parts), hashlib.sha256("".join(digests).encode()).hexdigest()
+
+
 def cached_model(progress: Callable[[str], None] | None = None) -> str:
-    """The directory of the model trained on ``TRAIN_SCENARIO`` with this version's code, training it on first
-    use (about a minute and a half on 2 cores) into ``$SENTINEL_CACHE`` (default ~/.cache/sentinel)."""
+    """The directory of the model trained on the fleets drawn from ``TRAIN_SCENARIO`` with this version's code,
+    training it on first use (a few minutes on 2 cores) into ``$SENTINEL_CACHE`` (default ~/.cache/sentinel)."""
     root = Path(os.environ.get("SENTINEL_CACHE") or Path.home() / ".cache" / "sentinel") / "models"
-    recipe = hashlib.sha256(msgspec.json.encode(scenario.load(TRAIN_SCENARIO)))
-    for module in (features, training, hazard):
+    recipe = hashlib.sha256(msgspec.json.encode(training_fleets(scenario.load(TRAIN_SCENARIO))))
+    for module in (features, training, hazard, background, fleet_module, sys.modules[__name__]):
         recipe.update(Path(str(module.__file__)).read_bytes())
     name = f"{TRAIN_SCENARIO}-{recipe.hexdigest()[:16]}"
     if (root / name / persistence.META_FILE).is_file():
@@ -102,10 +142,10 @@ def cached_model(progress: Callable[[str], None] | None = None) -> str:
     if progress is not None:
         progress(f"training the hazard model on scenario {TRAIN_SCENARIO!r} (first use of this version; cached in "
                  f"{root})")
-    data, digest = scenario_dataset(TRAIN_SCENARIO, WINDOW_SAMPLES, HORIZON_S)
+    data, digest = shifted_dataset(TRAIN_SCENARIO, WINDOW_SAMPLES, HORIZON_S)
     model = hazard.fit(data, HORIZON_S, TARGET_PRECISION)
     staging = root / f".staging-{os.getpid()}"  # saved whole, then moved into place: readers never see half
-    persistence.save(model, staging, name, digest, f"scenario {TRAIN_SCENARIO}")
+    persistence.save(model, staging, name, digest, f"{SHIFTED_FLEETS} fleets drawn from scenario {TRAIN_SCENARIO}")
     with contextlib.suppress(OSError):  # another process cached the same model first: keep theirs
         os.rename(staging / name, root / name)
     shutil.rmtree(staging, ignore_errors=True)

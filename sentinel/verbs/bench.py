@@ -82,8 +82,25 @@ def cmd_bench_detect(args: argparse.Namespace) -> int:
 
     model = "" if args.model == "none" else args.model
     result = run_detect(args.scenario, args.healthy_sample, progress, args.max_steps, args.max_fraction, model,
-                        args.event_windows)
+                        args.event_windows, background=args.background == "on")
     if not args.json and sys.stderr.isatty():
         print(file=sys.stderr)
     print(json.dumps(result, indent=2) if args.json else render_detect(result))
+    return EXIT_OK
+
+
+def cmd_bench_calibration(args: argparse.Namespace) -> int:
+    from sentinel.bench.calibration import plot_calibration, render_calibration, run_calibration
+
+    results = []
+    for name in args.scenario:
+        if not args.json and sys.stderr.isatty():
+            print(f"calibration: simulating and scoring {name}", file=sys.stderr, flush=True)
+        results.append(run_calibration(name, args.model, args.background == "on", args.max_steps))
+    if args.plot:
+        plot_calibration(results, args.plot)
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+    else:
+        print("\n\n".join(render_calibration(r) for r in results))
     return EXIT_OK

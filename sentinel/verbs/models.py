@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from sentinel.errors import ConfigError
 from sentinel.tables import parse_duration, render
 from sentinel.verbs import EXIT_OK, load_config, out
@@ -28,7 +26,7 @@ def _progress(args: argparse.Namespace, label: str) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from models import hazard, persistence
+    from models import hazard, persistence, training
     from models.training import Dataset
     from sentinel.sim import trainset
 
@@ -47,7 +45,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError("nothing to train on: give --data DIR (a `sentinel sim export`) or --scenario NAME")
     if sys.stderr.isatty():
         print(file=sys.stderr)
-    data = _combine([p[0] for p in parts])
+    data = training.combine([p[0] for p in parts])
     started = time.perf_counter()
     model = hazard.fit(data, horizon_s, args.target_precision)
     train_s = time.perf_counter() - started
@@ -62,20 +60,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     out(args, summary, render([{"key": k, "value": v} for k, v in summary.items()], [("key", "model"), ("value", "")])
         + f"\n\nUse it: set detector.hazard.model = \"{directory}\" (or \"latest\") in the config.")
     return EXIT_OK
-
-
-def _combine(parts: list[Any]) -> Any:
-    from models.training import Dataset
-
-    if len(parts) == 1:
-        return parts[0]
-    offset, nodes = 0, []
-    for p in parts:  # keep nodes of different sources apart for the by-node validation split
-        nodes.append(p.node + offset)
-        offset += int(p.node.max()) + 1
-    return Dataset(np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts]),
-                   np.concatenate([p.weight for p in parts]), np.concatenate(nodes),
-                   np.concatenate([p.t_s for p in parts]))
 
 
 def _hash(digests: list[str]) -> str:
