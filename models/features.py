@@ -86,6 +86,8 @@ def slope_per_min(values: np.ndarray, ts: np.ndarray) -> np.ndarray:
 
 
 def _peer_median(values: np.ndarray) -> np.ndarray:
+    if not np.isnan(values).any():  # the common case; nanmedian is ~10x slower on small arrays
+        return np.median(values, axis=-1, keepdims=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN node (every GPU lost) gives NaN
         return np.nanmedian(values, axis=-1, keepdims=True)

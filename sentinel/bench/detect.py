@@ -159,6 +159,7 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
     caught: dict[str, list[TruthEvent]] = {}
     leads: dict[str, list[float]] = {}
     precursor_leads: list[float] = []
+    ahead = 0  # caught by a drain before the failure (the job checkpointed and moved in time)
     delays: list[float] = []
     for fault in faults:
         window = [s for s in by_node.get(fault.node, [])
@@ -170,6 +171,7 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         if drain is None and not earlier:
             continue
         caught.setdefault(fault.cls, []).append(fault)
+        ahead += earlier or (drain is not None and drain.ts_s < fault.failure_s)
         # Nothing resumes a node in this benchmark: a node drained before the fault began was already out of
         # service, so its job had moved before any sign of the fault (lead = the whole precursor).
         first = min((s.ts_s for s in window), default=fault.precursor_start_s) if not earlier else \
@@ -206,7 +208,8 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         hit = sum(1 for v in caught.values() for f in v if f.has_precursor is warned)
         split[label] = {"faults": len(group), "caught": hit, "recall": round(hit / len(group), 3) if group else None}
     return {
-        "faults": len(faults), "caught": tp, "drains": len(drains), "false_drains": fp,
+        "faults": len(faults), "caught": tp, "drained_before_failure": ahead, "drains": len(drains),
+        "false_drains": fp,
         "precision": _r(precision), "recall": _r(recall), "f1": round(f1, 3),
         "lead_time_median_s": _q(all_leads, 0.5), "lead_time_p10_s": _q(all_leads, 0.1),
         "lead_time_precursor_median_s": _q(precursor_leads, 0.5),
