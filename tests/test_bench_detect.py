@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from sentinel.bench.detect import GRACE_S, Signal, score
+from sentinel.events import TelemetrySample
 from sentinel.sim.groundtruth import TruthEvent
 
 
@@ -51,7 +52,32 @@ def test_bench_detect_runs_a_shipped_scenario_with_both_baselines() -> None:
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    for key in ("precision", "recall", "f1", "lead_time_median_s", "false_drains_per_1000_node_days",
-                "benign_actions", "by_class"):
+    for key in ("precision", "recall", "f1", "lead_time_median_s", "lead_time_precursor_median_s",
+                "false_drains_per_1000_node_days", "benign_actions", "by_class", "with_precursor",
+                "drained_before_failure"):
         assert key in data and key in data["baselines"]["threshold"] and key in data["baselines"]["reactive"]
+    assert "recall" in data["with_precursor"] and data["background"] is True
     assert data["faults"] > 0 and data["recall"] is not None and data["benign_actions"] == 0
+
+
+def test_the_lead_time_of_precursor_faults_is_reported_apart() -> None:
+    truth = [_fault("n1", 100.0, 1000.0), _fault("n2", 500.0, 500.0, "silent")]
+    result = score([Signal("n1", 400.0, False), Signal("n1", 900.0, True), Signal("n2", 510.0, True)], truth, 10.0)
+    assert result["lead_time_precursor_median_s"] == 600.0  # n2 had no precursor: not in this median
+    assert result["drained_before_failure"] == 1 and result["with_precursor"]["recall"] == 1.0
+
+
+def test_static_thresholds_act_on_background_counters_as_the_tools_they_copy() -> None:
+    from sentinel.bench.detect import ThresholdBaseline
+    from sentinel.events import GpuReading, NicReading
+
+    def sample(t: float, replays: int, symbols: int) -> TelemetrySample:
+        nic = NicReading(name="mlx5_0/1", link_layer="infiniband", counters={"symbol_error": symbols})
+        return TelemetrySample(node="n1", ts=t, gpus=[GpuReading(index=0, temp_c=60.0, pcie_replay=replays)],
+                               nics=[nic])
+
+    baseline = ThresholdBaseline()
+    signals = []
+    for k in range(12):  # 3 replays and 20 symbol errors every 10 s: 18/min and 7,200/h
+        signals += baseline.sample(sample(10.0 * k, 3 * k, 20 * k), 10.0 * k)
+    assert [(s.why, s.drain) for s in signals] == [("pcie-replay>8/min", False), ("symbol_error>120/h", True)]

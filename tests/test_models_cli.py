@@ -34,6 +34,13 @@ def test_a_model_trained_on_an_export_is_listed_shown_and_scores_a_scenario(tmp_
     result = json.loads(done.stdout)
     assert result["model"]["name"] == "t1" and result["model"]["rows_scored"] > 0
     assert result["with_precursor"]["faults"] > 0 and "share_within_20s" in result["stragglers"]
+    done = sentinel("bench", "calibration", "--scenario", "smoke", "--max-steps", "1800", "--model",
+                    str(models / "t1"), "--json")
+    assert done.returncode == 0, done.stderr
+    calibration = json.loads(done.stdout)
+    assert calibration["positive_rows"] > 0 and 0 <= calibration["ece"] <= 1
+    assert sum(b["rows"] for b in calibration["bins"]) == calibration["rows"]
+    assert all(b["from"] <= b["predicted"] <= b["to"] and 0 <= b["observed"] <= 1 for b in calibration["bins"])
 
 
 def test_training_on_a_folder_that_is_not_an_export_fails_clearly(tmp_path: Path) -> None:
