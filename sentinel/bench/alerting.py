@@ -34,6 +34,7 @@ from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
 from sentinel.daemon import build_pipeline, open_repository
 from sentinel.errors import ValidationError
+from sentinel.events import TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.sim import scenario
 from sentinel.sim.fleet import Fleet
@@ -60,6 +61,7 @@ class Options:
     benign_nodes: int = 2  # alternately an application Xid (13/31/43) and a 15 C temperature spike
     seed: int = 11
     model: str | None = None  # hazard model directory; "" rules only; None the cached model of `bench detect`
+    background: bool = True  # the healthy-fleet background under the faults (docs/simulator.md)
 
     def check(self) -> None:
         unknown = set(self.classes) - set(CLASSES)
@@ -90,7 +92,8 @@ def plan(options: Options) -> tuple[scenario.Scenario, list[TruthEvent]]:
                                  node_name(len(events)), int(rng.integers(8)), at, at, False, False))
     nodes = len(events) + options.healthy_nodes
     sc = scenario.from_mapping({"name": "alerting", "seed": options.seed, "duration_s": options.duration_s,
-                                "step_s": STEP_S, "nodes": nodes, "job_nodes": min(4, nodes)})
+                                "step_s": STEP_S, "nodes": nodes, "job_nodes": min(4, nodes),
+                                "background": {"enabled": options.background}})
     return sc, events
 
 
@@ -125,7 +128,11 @@ def run_alerting(options: Options | None = None, progress: Callable[[float], Non
                 for node, gpu, code, _ in step.logs:
                     xids.setdefault(node_name(node), {})[gpu] = code
                 samples = fleet.samples(step)
-                exporter.publish({s.node: exposition(s, xids.get(s.node, {})) for s in samples})
+                newest: dict[str, TelemetrySample] = {}  # an exporter's page shows its newest reading only
+                for s in samples:
+                    if s.node not in newest or s.ts > newest[s.node].ts:
+                        newest[s.node] = s
+                exporter.publish({node: exposition(s, xids.get(node, {})) for node, s in newest.items()})
                 walls.append(time.time())
                 sim_t.append(step.t_s)
                 for event in fleet.logs(step):
@@ -148,8 +155,9 @@ def run_alerting(options: Options | None = None, progress: Callable[[float], Non
                 if f["severity"] in ("warning", "critical", "fatal")]
     theirs = [(node, sim_t[i]) for _, node, wall in firing if (i := bisect.bisect_right(walls, wall) - 1) >= 0]
     result = score(truth, {"sentinel": ours, "prometheus": theirs})
-    result.update({"nodes": sc.nodes, "duration_s": sc.duration_s, "step_s": STEP_S, "step_wall_s":
-                   options.step_wall_s, "speedup": speedup, "seed": options.seed, "overruns": overruns,
+    result.update({"background": options.background, "nodes": sc.nodes, "duration_s": sc.duration_s,
+                   "step_s": STEP_S, "step_wall_s": options.step_wall_s, "speedup": speedup, "seed": options.seed,
+                   "overruns": overruns,
                    "prometheus_alerts": sorted({name for name, _, _ in firing}),
                    "wall_s": round(time.monotonic() - started, 1)})
     return result

@@ -16,7 +16,8 @@ def cmd_bench_alerting(args: argparse.Namespace) -> int:
 
     classes = tuple(c.strip() for c in args.classes.split(",") if c.strip()) if args.classes else CLASSES
     options = Options(per_class=args.per_class, classes=classes, duration_s=parse_duration(args.duration),
-                      step_wall_s=args.step_wall, seed=args.seed, model="" if args.model == "none" else args.model)
+                      step_wall_s=args.step_wall, seed=args.seed, model="" if args.model == "none" else args.model,
+                      background=args.background == "on")
 
     def progress(fraction: float) -> None:
         if not (args.json or args.output == "json") and sys.stderr.isatty():
@@ -45,5 +46,7 @@ def add_bench_alerting(bench: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=11, help="random seed (default 11)")
     p.add_argument("--model", metavar="DIR", help="hazard model directory; `none` for rules only (default: the "
                                                   "model `bench detect` trains on the `train` scenario, cached)")
+    p.add_argument("--background", choices=("on", "off"), default="on",
+                   help="the healthy-fleet background under the faults (default on; off: a clean fleet)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=cmd_bench_alerting)
