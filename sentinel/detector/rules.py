@@ -132,17 +132,31 @@ def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig
     runaway and will hit hardware slowdown and then shutdown (or fall off the bus) — drain it before that.
     """
     rule = config.thermal
-    if not window.hot_reported and all(
+    if not window.hot_reported and not window.hot_warned and all(
         g.temp_c is None or g.temp_c < rule.temp_c for g in sample.gpus
     ):  # fast path, nearly every sample: nothing hot now, no episode open
         return []
+    out: list[Finding] = []
+    now_temps = window.recent(window.temp_c, 1)[-1]
+    with np.errstate(invalid="ignore"):
+        for index in np.flatnonzero(now_temps < rule.temp_c - 3.0):  # 3 C hysteresis before an episode ends
+            window.hot_warned.discard(int(index))
+        for index in np.flatnonzero(now_temps >= rule.temp_c):
+            gpu = int(index)
+            if gpu in window.hot_warned:
+                continue
+            # One reading over the line warns at once (Azure healthagent's warning); only sustained heat drains.
+            window.hot_warned.add(gpu)
+            out.append(make_finding(
+                "thermal-high", FindingClass.GPU_THERMAL, sample.node, now, sample.ts, Severity.WARNING,
+                Recommendation.ALERT, 0.5, f"GPU {gpu} at {now_temps[gpu]:.1f} C (limit {rule.temp_c:.0f} C)", gpu,
+                {"temp_c": round(float(now_temps[gpu]), 2), "limit_c": rule.temp_c}))
     temps = window.recent(window.temp_c, rule.sustain_samples)
     if temps.shape[0] < rule.sustain_samples:
-        return []
+        return out
     with np.errstate(invalid="ignore"):
         hot = np.all(temps >= rule.temp_c, axis=0)
         cool = np.all(temps < rule.temp_c - 3.0, axis=0)  # 3 C hysteresis before an episode ends
-    out: list[Finding] = []
     for index in np.flatnonzero(cool):
         window.hot_reported.discard(int(index))
     throttle = window.recent(window.throttle, rule.sustain_samples)

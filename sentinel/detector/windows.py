@@ -51,6 +51,7 @@ class NodeWindow:
         self.last_ecc_dbe: dict[int, int | None] = {}
         self.lost: set[int] = set()  # GPUs currently reported lost
         self.hot_reported: set[int] = set()  # GPUs with an open thermal finding in this episode
+        self.hot_warned: set[int] = set()  # GPUs warned of one reading over the thermal limit in this episode
         self.slow_streak: dict[int, int] = {}  # GPU -> consecutive samples lagging its peers (straggler rule)
         self.slow_reported: set[int] = set()
         self.ib_rate_reported = 0  # 0: no open InfiniBand episode; 1: alerted; 2: checkpoint and drain asked
