@@ -185,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim_bench = bench.add_parser("sim", parents=[common], help="simulator generation speed")
     sim_bench.add_argument("--scenario", default="llama3-mix", help="scenario name or file (default llama3-mix)")
     sim_bench.add_argument("--steps", type=int, default=360, help="steps to generate (default 360)")
+    sim_bench.add_argument("--background", choices=("on", "off"), default="on",
+                           help="off: generate the clean fleet (default on)")
     sim_bench.add_argument("--json", action="store_true", help="print results as JSON")
     sim_bench.set_defaults(func=cmd_bench_sim)
     detect = bench.add_parser("detect", parents=[common], help="score detection on a scenario against its ground "

@@ -68,7 +68,7 @@ def cmd_bench_codec(args: argparse.Namespace) -> int:
 def cmd_bench_sim(args: argparse.Namespace) -> int:
     from sentinel.bench.sim import render_sim, run_sim_bench
 
-    result = run_sim_bench(args.scenario, args.steps)
+    result = run_sim_bench(args.scenario, args.steps, background=args.background == "on")
     print(json.dumps(result, indent=2) if args.json else render_sim(result))
     return EXIT_OK
 
