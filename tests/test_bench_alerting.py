@@ -67,3 +67,46 @@ def test_a_short_run_times_both_systems_from_onset_to_alert() -> None:
     assert r["sentinel_s_median"] is not None and r["prometheus_s_median"] is not None
     assert "GpuTempHigh" in r["prometheus_alerts"] and "GpuXidCritical" in r["prometheus_alerts"]
     assert r["sentinel_false_alert_nodes"] == 0
+
+
+RATE_RULE_TEST = """
+rule_files: [rules.yml]
+evaluation_interval: 500ms
+tests:
+  - interval: 500ms  # one 10 s simulated step at 20x
+    input_series:
+      - series: 'DCGM_FI_DEV_PCIE_REPLAY_COUNTER{gpu="0",Hostname="fast"}'
+        values: '0+5x20'  # 5 replays per simulated 10 s: 30 per simulated minute, above DCGM's 8
+      - series: 'DCGM_FI_DEV_PCIE_REPLAY_COUNTER{gpu="0",Hostname="slow"}'
+        values: '0+1x20'  # 6 per simulated minute: below
+      - series: 'DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu="0",Hostname="fast"}'
+        values: '0+1500x20'  # 150 per simulated second, above DCGM's 100
+      - series: 'DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{gpu="0",Hostname="slow"}'
+        values: '0+500x20'  # 50 per simulated second: below
+      - series: 'node_infiniband_symbol_error_total{device="mlx5_0",port="1",instance="fast"}'
+        values: '0+200x20'  # 20 per simulated second, above NVSentinel's 10
+      - series: 'node_infiniband_symbol_error_total{device="mlx5_0",port="1",instance="slow"}'
+        values: '0+50x20'  # 5 per simulated second: below
+    alert_rule_test:
+      - eval_time: 5s
+        alertname: GpuPcieReplayRate
+        exp_alerts:
+          - exp_labels: {severity: warning, gpu: "0", Hostname: fast}
+      - eval_time: 5s
+        alertname: GpuNvlinkCrcRate
+        exp_alerts:
+          - exp_labels: {severity: warning, gpu: "0", Hostname: fast}
+      - eval_time: 5s
+        alertname: IbSymbolErrors
+        exp_alerts:
+          - exp_labels: {severity: warning, device: mlx5_0, port: "1", instance: fast}
+"""
+
+
+def test_the_accelerated_rate_rules_fire_at_the_simulated_rates_the_tools_set(tmp_path: Path) -> None:
+    """Prometheus's rate() is per wall second; at 20x one wall second is 20 simulated seconds."""
+    (tmp_path / "rules.yml").write_text(json.dumps(baseline_rules(speedup=20.0)))
+    (tmp_path / "test.yml").write_text(RATE_RULE_TEST)
+    result = subprocess.run([tool("promtool"), "test", "rules", "test.yml"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -33,7 +33,9 @@ NVLINK_BITS_PER_S = 18 * 25e9 * 8  # H100: 18 links x 25 GB/s per direction, for
 
 
 def baseline_rules(speedup: float) -> dict[str, Any]:
-    """Alert rules as existing tools set them; windows in simulated seconds, divided by ``speedup``."""
+    """Alert rules as existing tools set them; windows in simulated seconds, divided by ``speedup``. Prometheus
+    computes ``rate()`` per wall second, and a wall second holds ``speedup`` simulated ones: rates are divided
+    by ``speedup`` to be per simulated second before the tools' limits apply."""
 
     def window(sim_s: float) -> str:
         return f"{max(round(sim_s / speedup * 1000), 1)}ms"
@@ -47,14 +49,14 @@ def baseline_rules(speedup: float) -> dict[str, Any]:
         ("GpuTempHigh", "DCGM_FI_DEV_GPU_TEMP > 93"),  # Azure healthagent: GPU temperature > 93 C warn
         # DCGM hardware limits: 8 PCIe replays per minute; NVLink CRC errors matter from 100 per second; Azure:
         # NVLink effective bit error rate > 1e-6 (CRC flit errors per link bit, a generous reading)
-        ("GpuPcieReplayRate", f"rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[{window(60)}]) * {speedup} * 60 > 8"),
+        ("GpuPcieReplayRate", f"rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[{window(60)}]) / {speedup} * 60 > 8"),
         ("GpuNvlinkCrcRate",
-         f"rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[{window(60)}]) * {speedup} > 100"),
-        ("GpuNvlinkBer", f"rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[{window(60)}]) * {speedup}"
+         f"rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[{window(60)}]) / {speedup} > 100"),
+        ("GpuNvlinkBer", f"rate(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL[{window(60)}]) / {speedup}"
                          f" / {NVLINK_BITS_PER_S:g} > 1e-6"),
         # NVSentinel: any link_downed increase fatal; symbol errors > 10/s and link error recovery > 5/min
         ("IbLinkDowned", f"increase(node_infiniband_link_downed_total[{window(60)}]) > 0"),
-        ("IbSymbolErrors", f"rate(node_infiniband_symbol_error_total[{window(60)}]) * {speedup} > 10"),
+        ("IbSymbolErrors", f"rate(node_infiniband_symbol_error_total[{window(60)}]) / {speedup} > 10"),
         ("IbLinkErrorRecovery", f"increase(node_infiniband_link_error_recovery_total[{window(60)}]) > 5"),
     ]
     return {"groups": [{"name": "static-thresholds", "rules": [
