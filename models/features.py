@@ -165,6 +165,20 @@ ECC_ESCALATING_PER_H = 60.0  # correctable errors per hour over the window: ten 
 SYMBOL_ERRORS_PER_H = 120.0  # IBTA's 1e-12 bit-error-rate bound (NVSentinel's pre-failure line)
 
 
+def any_physical_signal(rows: np.ndarray) -> np.ndarray:
+    """Per row: does the GPU show any physical sign at all (recent correctable ECC, a pending remap or recent Xid
+    63/64, recent PCIe replays or NVLink CRC errors, thermal slowdown, InfiniBand errors on its node, or a
+    temperature above its peers and climbing)? A hazard score with none of these is the model's word alone:
+    Sentinel keeps it as a metric, not as an alert to a person."""
+    c = {name: rows[..., i] for i, name in enumerate(FEATURES)}
+    with np.errstate(invalid="ignore"):
+        return np.asarray((c["ecc_sbe_recent_per_h"] > 0) | (c["remap_pending"] > 0)
+                          | (c["xid_precursor_age_s"] < XID_AGE_CAP_S) | (c["pcie_replay_recent_per_h"] > 0)
+                          | (c["nvlink_crc_recent_per_h"] > 0) | (c["thermal_throttle_share"] > 0)
+                          | (c["ib_symbol_error_per_h"] > 0) | (c["ib_link_error_recovery_per_h"] > 0)
+                          | ((c["temp_dev_excess"] >= THERMAL_EVIDENCE / 2) & (c["temp_dev_slope_per_min"] > 0)))
+
+
 def physical_evidence(rows: np.ndarray) -> np.ndarray:
     """Per row (..., len(FEATURES), after FleetScale): do two independent physical signals of the GPU (or its
     node's port) agree that it is failing? A healthy fleet shows any one of them every day (a burst of

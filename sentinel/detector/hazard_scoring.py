@@ -12,7 +12,15 @@ from pathlib import Path
 import numpy as np
 
 from models import persistence
-from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, FleetScale, gpu_features, physical_evidence
+from models.features import (
+    FEATURES,
+    XID_AGE_CAP_S,
+    DeviationBaseline,
+    FleetScale,
+    any_physical_signal,
+    gpu_features,
+    physical_evidence,
+)
 from models.hazard import HazardModel
 from sentinel.config import HazardConfig
 from sentinel.detector.findings import make_finding
@@ -62,6 +70,7 @@ class HazardScorer:
         x = np.vstack(blocks) if blocks else np.zeros((0, len(self.model.features)))
         self.spread.apply(x, max(windows[n].last_ts for n in due))
         evidence = physical_evidence(x)
+        signal = any_physical_signal(x)
         self.rows_scored += len(x)
         p = self.model.probability(x)
         anomaly = self.model.anomaly_score(x) if self.config.anomalies else np.zeros(len(x))
@@ -71,8 +80,10 @@ class HazardScorer:
         out: list[Finding] = []
         for i, (node, gpu) in enumerate(where):
             ts = windows[node].last_ts
-            level = 2 if evidence[i] else 1  # without physical evidence of its own, a prediction only alerts
-            if self._episode("hazard", node, gpu, p[i] >= self.threshold, p[i] < self.threshold / 2, level):
+            # Two physical signals agree: checkpoint and drain; one: alert; none: the score is only a metric.
+            level = 2 if evidence[i] else 1
+            above = p[i] >= self.threshold and bool(signal[i] or evidence[i])
+            if self._episode("hazard", node, gpu, above, p[i] < self.threshold / 2, level):
                 out.append(self._hazard(node, gpu, ts, now, float(p[i]), x[i], bool(evidence[i])))
             if self.config.anomalies and self._episode("anomaly", node, gpu, anomaly[i] >= self.model.anomaly_threshold,
                                                        anomaly[i] < self.model.anomaly_threshold):
