@@ -122,7 +122,9 @@ class HazardConfig(_Section, frozen=True):
     model: str = ""  # a model directory, a name under models_dir, or "latest"; "" = rules only
     models_dir: str = "sentinel-models"
     score_interval_s: float = 60.0  # per node, in sample time
-    consecutive: int = 3  # scorings at or above the threshold before a finding (hysteresis)
+    consecutive: int = 3  # scorings at or above the threshold before a checkpoint-and-drain finding (hysteresis)
+    # ... before an alert-only finding (one physical sign): bursts of link errors on healthy GPUs are short
+    alert_consecutive: int = 15
     threshold: float = 0.0  # 0: the threshold chosen at training for the target precision
     anomalies: bool = True  # IsolationForest findings (alerts only)
     anomaly_consecutive: int = 5  # scorings in a row above the anomaly threshold: only persistent outliers
@@ -130,6 +132,8 @@ class HazardConfig(_Section, frozen=True):
     def __post_init__(self) -> None:
         _positive("score_interval_s", self.score_interval_s)
         require(1 <= self.consecutive <= 100, "consecutive", "must be in [1, 100]", self.consecutive)
+        require(1 <= self.alert_consecutive <= 1000, "alert_consecutive", "must be in [1, 1000]",
+                self.alert_consecutive)
         require(1 <= self.anomaly_consecutive <= 100, "anomaly_consecutive", "must be in [1, 100]",
                 self.anomaly_consecutive)
         require(0 <= self.threshold < 1, "threshold", "must be in [0, 1)", self.threshold)

@@ -111,10 +111,11 @@ def test_training_rows_label_the_horizon_and_skip_lost_gpus_and_failed_nodes() -
     assert data.x.shape[1] == len(FEATURES)
 
 
-def _score_rising_ecc(model: HazardModel, pending_from: int | None) -> list:
+def _score_rising_ecc(model: HazardModel, pending_from: int | None, alert_consecutive: int = 2) -> list:
     """40 samples 10 s apart; GPU 1's correctable ECC climbs from the 20th; a row remap goes pending from
     ``pending_from`` (never when None). Returns the hazard findings."""
-    config = from_mapping({"detector": {"hazard": {"score_interval_s": 60, "consecutive": 2}}}).detector.hazard
+    config = from_mapping({"detector": {"hazard": {"score_interval_s": 60, "consecutive": 2,
+                                                   "alert_consecutive": alert_consecutive}}}).detector.hazard
     scorer = HazardScorer(model, config, "synthetic")
     window = NodeWindow(10, gpus=2)
     findings = []
@@ -142,6 +143,11 @@ def test_a_prediction_without_a_second_physical_signal_only_alerts(model: Hazard
     [finding] = _score_rising_ecc(model, pending_from=None)  # correctable errors, but no remap: could recover
     assert finding.recommendation is Recommendation.ALERT and finding.severity is Severity.WARNING
     assert finding.evidence["physical_evidence"] is False
+
+
+def test_an_alert_only_prediction_must_persist_longer_than_a_drain(model: HazardModel) -> None:
+    assert _score_rising_ecc(model, pending_from=None, alert_consecutive=4) == []  # 2 high scorings: too short
+    assert len(_score_rising_ecc(model, pending_from=20, alert_consecutive=4)) == 1  # two signals: 2 suffice
 
 
 def test_an_alerted_prediction_escalates_to_a_drain_when_the_evidence_arrives(model: HazardModel) -> None:

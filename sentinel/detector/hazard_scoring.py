@@ -92,7 +92,10 @@ class HazardScorer:
 
     def _episode(self, kind: str, node: str, gpu: int, above: bool, clear: bool, level: int = 1) -> bool:
         """Whether an episode starts (or escalates from an alert to a drain, ``level`` 2) at this scoring."""
-        needed = self.config.consecutive if kind == "hazard" else self.config.anomaly_consecutive
+        if kind == "hazard":
+            needed = self.config.consecutive if level == 2 else self.config.alert_consecutive
+        else:
+            needed = self.config.anomaly_consecutive
         key = (kind, node, gpu)
         if not above:
             self.streak.pop(key, None)
