@@ -116,7 +116,8 @@ def test_sustained_heat_checkpoints_the_job_before_draining(repo: Repository) ->
         rig.pipeline.pump()
     assert rig.scheduler.jobs[job].last_checkpoint_ts is not None
     assert rig.scheduler.drain_reason("gpu-node-004") is not None
-    [decision] = rig.executed()
+    alert, decision = rig.executed()  # the first reading over 93 C alerts; sustained heat drains
+    assert alert["action"] == ActionKind.ALERT.value
     assert decision["action"] == ActionKind.CHECKPOINT_DRAIN_REQUEUE.value
     checkpoint = [r for r in repo.table("action_results") if r["step"] == "checkpoint"]
     assert checkpoint[0]["status"] == "ok" and checkpoint[0]["job_ids"] == [job]
