@@ -15,6 +15,8 @@ Each fault class leaves its documented precursor and failure signature (``ground
   boot id and resets every counter; driver_reload resets the GPU counters and keeps the boot id; storm: the
   storm's Xid on each hit node.
 Readings are produced as arrays (``step``) and converted to the wire records on demand (``samples``, ``logs``).
+With the scenario's ``[background]`` on (the default), ``sentinel.sim.background`` adds what a healthy fleet does
+every day and the precursors vary in strength and shape; off, the stream is the clean fleet's, bit for bit.
 """
 
 from __future__ import annotations
