@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
 
@@ -32,7 +31,7 @@ def _quiet(**background: Any) -> scenario.Scenario:
 
 def test_switching_the_background_off_restores_the_clean_stream_bit_for_bit() -> None:
     sc = scenario.load("smoke")
-    sc = msgspec.structs.replace(sc, background=msgspec.structs.replace(sc.background, enabled=False))
+    sc = sc.clean()
     fleet = Fleet(sc, groundtruth.plan(sc))
     digest = hashlib.sha256()
     for _ in range(720):

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
@@ -33,7 +32,7 @@ def run_calibration(name: str, model: str | None = None, background: bool = True
     hazard = persistence.load(persistence.resolve(directory, Path("sentinel-models")))
     sc = scenario.load(name)
     if not background:
-        sc = msgspec.structs.replace(sc, background=msgspec.structs.replace(sc.background, enabled=False))
+        sc = sc.clean()
     data, _ = scenario_dataset(sc, WINDOW_SAMPLES, hazard.horizon_s or HORIZON_S, max_steps=max_steps)
     if data.positives == 0:
         raise SentinelError(f"{name}: no row precedes a failure within the horizon; nothing to calibrate against")

@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from sentinel import codec
@@ -293,7 +292,7 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
     model_path = cached_model(lambda text: print(f"bench: {text}", file=sys.stderr)) if model is None else model
     sc = scenario.load(name)
     if not background:
-        sc = msgspec.structs.replace(sc, background=msgspec.structs.replace(sc.background, enabled=False))
+        sc = sc.clean()
     truth = groundtruth.plan(sc)
     fleet = Fleet(sc, truth)
     rng = np.random.default_rng(sc.seed + 2)

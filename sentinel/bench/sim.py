@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import msgspec
-
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.fleet import Fleet
 from sentinel.tables import render
@@ -16,7 +14,7 @@ def run_sim_bench(name: str = "llama3-mix", steps: int = 360, record_steps: int 
                   background: bool = True) -> dict[str, Any]:
     sc = scenario.load(name)
     if not background:
-        sc = msgspec.structs.replace(sc, background=msgspec.structs.replace(sc.background, enabled=False))
+        sc = sc.clean()
     truth = groundtruth.plan(sc)
     fleet = Fleet(sc, truth)
     started = time.perf_counter()

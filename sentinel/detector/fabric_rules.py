@@ -62,14 +62,12 @@ def infiniband_rules(window: NodeWindow, sample: TelemetrySample, now: float) ->
                                               "window_s": round(float(ts[-1] - ts[0]), 1)}
         summary = (f"InfiniBand link degrading: {symbol_rate:.0f} symbol errors/h (limit {SYMBOL_ERRORS_PER_H:.0f}), "
                    f"{recovery_rate:.0f} link recoveries/h")
-        if level == 2:
-            out.append(make_finding("ib-link-degraded", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts,
-                                    Severity.CRITICAL, Recommendation.CHECKPOINT_DRAIN, 0.95, summary, None,
-                                    evidence))
-        else:
-            out.append(make_finding("ib-link-degraded", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts,
-                                    Severity.WARNING, Recommendation.ALERT, 0.5,
-                                    summary + ": alert (no link recovery yet)", None, evidence))
+        severity, recommendation, confidence = ((Severity.CRITICAL, Recommendation.CHECKPOINT_DRAIN, 0.95)
+                                                if level == 2 else (Severity.WARNING, Recommendation.ALERT, 0.5))
+        out.append(make_finding("ib-link-degraded", FindingClass.NIC_INFINIBAND, sample.node, now, sample.ts,
+                                severity, recommendation, confidence,
+                                summary if level == 2 else summary + ": alert (no link recovery yet)", None,
+                                evidence))
     elif level == 0 and symbol_rate < SYMBOL_ERRORS_PER_H / 2 and recovery_rate == 0:
         window.ib_rate_reported = 0
     return out

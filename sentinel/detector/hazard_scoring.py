@@ -82,7 +82,7 @@ class HazardScorer:
             ts = windows[node].last_ts
             # Two physical signals agree: checkpoint and drain; one: alert; none: the score is only a metric.
             level = 2 if evidence[i] else 1
-            above = p[i] >= self.threshold and bool(signal[i] or evidence[i])
+            above = p[i] >= self.threshold and bool(signal[i])  # two agreeing signals are signals too
             if self._episode("hazard", node, gpu, above, p[i] < self.threshold / 2, level):
                 out.append(self._hazard(node, gpu, ts, now, float(p[i]), x[i], bool(evidence[i])))
             if self.config.anomalies and self._episode("anomaly", node, gpu, anomaly[i] >= self.model.anomaly_threshold,

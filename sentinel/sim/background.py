@@ -155,6 +155,7 @@ class BackgroundSim:
         self.states.amount = np.where(self.states.what == FAN, rng.uniform(*th.fan_c, len(self.states.what)),
                                       rng.uniform(8.0, 20.0, len(self.states.what)))
         self.remap_logged = np.zeros(len(self.states.what), bool)
+        self.remaps = np.flatnonzero(self.states.what == REMAP)
         tel = bg.telemetry
         self.skew_s = rng.normal(0.0, tel.clock_skew_sd_s, n)
         self.unsupported = rng.random(n) < tel.unsupported_share
@@ -231,15 +232,15 @@ class BackgroundSim:
                     else:
                         target[e.node[i]] += c
         s = self.states
-        remaps = np.flatnonzero((s.what == REMAP) & (s.start <= t) & (s.end > t))
-        for i in remaps:
+        remaps = self.remaps
+        for i in remaps[(s.start[remaps] <= t) & (s.end[remaps] > t)]:
             remap_pending[s.node[i], s.gpu[i]] = True
             if not self.remap_logged[i]:
                 self.remap_logged[i] = True
                 targets[ECC][s.node[i], s.gpu[i]] += 1
                 logs.append((int(s.node[i]), int(s.gpu[i]), 63, "row remap"))
-        done = np.flatnonzero((s.what == REMAP) & (s.end <= t) & (s.end > t - dt))
-        for i in done:  # the GPU was reset: the remap is applied, nothing pending any more
+        # the GPU was reset: the remap is applied, nothing pending any more
+        for i in remaps[(s.end[remaps] <= t) & (s.end[remaps] > t - dt)]:
             remap_pending[s.node[i], s.gpu[i]] = False
 
     def delivery(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

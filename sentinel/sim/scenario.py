@@ -168,6 +168,10 @@ class Scenario(_Section, frozen=True):
     def node_days(self) -> float:
         return self.nodes * self.duration_s / 86_400.0
 
+    def clean(self) -> Scenario:
+        """The same scenario on a clean fleet: its ``[background]`` switched off."""
+        return msgspec.structs.replace(self, background=msgspec.structs.replace(self.background, enabled=False))
+
 
 def from_mapping(raw: dict[str, Any]) -> Scenario:
     try:
