@@ -20,6 +20,7 @@ from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
 from models.features import FEATURES
+from models.isolation_paths import IsolationPaths
 from models.training import Dataset
 
 ANOMALY_QUANTILE = 0.9999  # of healthy training rows: the anomaly finding is rare by construction
@@ -57,8 +58,10 @@ class HazardModel:
         """Higher is more anomalous; above ``anomaly_threshold`` is rarer than ANOMALY_QUANTILE of healthy rows."""
         if len(x) == 0:
             return np.zeros(0)
-        with threadpool_limits(1):
-            return -np.asarray(self.anomaly.score_samples(_clean(x)))
+        paths = self.__dict__.get("_paths")
+        if paths is None:  # built on first use, never persisted (the pickle holds the fitted forest only)
+            paths = self.__dict__["_paths"] = IsolationPaths(self.anomaly)
+        return paths.score(_clean(x))
 
 
 def _clean(x: np.ndarray) -> np.ndarray:

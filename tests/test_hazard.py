@@ -131,8 +131,9 @@ def _score_rising_ecc(model: HazardModel, pending_from: int | None, alert_consec
 
 def test_the_scorer_reports_a_gpu_after_consecutive_high_scorings_once(model: HazardModel) -> None:
     hazard = _score_rising_ecc(model, pending_from=20)
-    # scored every 60 s from the 5th sample (40, 100, ..., 220, 280); ECC rises from 200 s: high at 220 and 280
-    assert [(f.gpu_index, f.observed_ts) for f in hazard] == [(1, 280.0)]
+    # scored from the 5th sample, then once per 60 s slot (40, 60, 120, ..., 240, 300); ECC rises from 200 s:
+    # high at 240 and 300
+    assert [(f.gpu_index, f.observed_ts) for f in hazard] == [(1, 300.0)]
     [finding] = hazard
     assert finding.recommendation is Recommendation.CHECKPOINT_DRAIN and finding.evidence["physical_evidence"]
     assert finding.evidence["model"] == "synthetic" and finding.confidence >= finding.evidence["threshold"]
@@ -151,9 +152,9 @@ def test_an_alert_only_prediction_must_persist_longer_than_a_drain(model: Hazard
 
 
 def test_an_alerted_prediction_escalates_to_a_drain_when_the_evidence_arrives(model: HazardModel) -> None:
-    hazard = _score_rising_ecc(model, pending_from=30)
-    assert [(f.recommendation, f.observed_ts) for f in hazard] == [(Recommendation.ALERT, 280.0),
-                                                                   (Recommendation.CHECKPOINT_DRAIN, 340.0)]
+    hazard = _score_rising_ecc(model, pending_from=31)
+    assert [(f.recommendation, f.observed_ts) for f in hazard] == [(Recommendation.ALERT, 300.0),
+                                                                   (Recommendation.CHECKPOINT_DRAIN, 360.0)]
 
 
 def test_the_scorer_keeps_each_gpus_deviation_baseline_across_scorings(model: HazardModel) -> None:
@@ -168,4 +169,4 @@ def test_the_scorer_keeps_each_gpus_deviation_baseline_across_scorings(model: Ha
     baseline = scorer.baselines["n1"]
     # GPU 2 always runs 6 C and 30 W above the median of its peers: that is its baseline, not an excess
     assert baseline.value is not None and baseline.value.tolist() == [[0.0, 0.0], [0.0, 0.0], [6.0, 30.0]]
-    assert baseline.ts == 160.0  # the last scoring (40, 100, 160 s)
+    assert baseline.ts == 180.0  # the last scoring (40, 60, 120, 180 s: one per 60 s slot)

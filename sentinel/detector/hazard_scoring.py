@@ -1,4 +1,5 @@
-"""The hazard model inside the detector: every ``score_interval_s`` of sample time, each node's window becomes
+"""The hazard model inside the detector: once per ``score_interval_s`` of sample time (slots aligned to multiples
+of it, so the fleet's nodes fall due together and are scored in few, large batches), each node's window becomes
 one feature row per GPU, all due nodes are scored in one batch, and a GPU whose probability stays at or above
 the threshold for ``consecutive`` scorings becomes a finding (checkpoint, then drain). The IsolationForest's
 anomaly score does the same for alerts. Episodes end when the probability falls below half the threshold.
@@ -39,7 +40,7 @@ class HazardScorer:
         self.scored: dict[str, float] = {}  # node -> its riskiest GPU's probability, from the last batch
         self.score_s = 0.0  # time spent computing features and scoring (benchmarks report rows/s)
         self.threshold = config.threshold or model.threshold
-        self.last_scored: dict[str, float] = {}
+        self.last_scored: dict[str, int] = {}  # node -> the slot (sample time // score_interval_s) last scored
         self.streak: dict[tuple[str, str, int], int] = {}  # (kind, node, gpu) -> scorings in a row above
         self.open: dict[tuple[str, str, int], int] = {}  # open episodes: 1 alerted, 2 checkpoint and drain asked
         self.rows_scored = 0
@@ -48,7 +49,10 @@ class HazardScorer:
 
     def due(self, node: str, window: NodeWindow) -> bool:
         return (window.count >= max(2, window.size // 2)
-                and window.last_ts - self.last_scored.get(node, -np.inf) >= self.config.score_interval_s)
+                and self._slot(window.last_ts) > self.last_scored.get(node, -(2**62)))
+
+    def _slot(self, ts: float) -> int:
+        return int(ts // self.config.score_interval_s)
 
     def score(self, windows: dict[str, NodeWindow], nodes: list[str], now: float) -> list[Finding]:
         """Score the due ``nodes`` in one batch; return the findings of episodes that start now."""
@@ -61,7 +65,7 @@ class HazardScorer:
         where: list[tuple[str, int]] = []
         for node in due:
             window = windows[node]
-            self.last_scored[node] = window.last_ts
+            self.last_scored[node] = self._slot(window.last_ts)
             feats = gpu_features(window.series(), window.xid_age_s(window.last_ts, XID_AGE_CAP_S))
             self.baselines.setdefault(node, DeviationBaseline()).apply(feats, window.last_ts)
             alive = [g for g in range(feats.shape[0]) if g not in window.lost and not np.isnan(feats[g, _OWN])]
