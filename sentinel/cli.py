@@ -18,11 +18,13 @@ from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
 from sentinel.verbs.actuate import cmd_bench_actuate, cmd_resume
 from sentinel.verbs.actuation import cmd_keygen, cmd_requests
+from sentinel.verbs.advise import add_advise_verbs, add_goodput_overrides
 from sentinel.verbs.bench import (
     cmd_bench_agent,
     cmd_bench_calibration,
     cmd_bench_codec,
     cmd_bench_detect,
+    cmd_bench_goodput,
     cmd_bench_pipeline,
     cmd_bench_sim,
     cmd_demo,
@@ -136,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     keygen = verb("keygen", "write a new command-signing key file (mode 0600) for security.key_file", cmd_keygen)
     keygen.add_argument("file", metavar="FILE", help="where to write the key; an existing file is never overwritten")
 
+    add_advise_verbs(verbs, common)
+
     sim = verbs.add_parser("sim", help="simulator scenarios").add_subparsers(dest="sub", required=True)
     sim_plan = sim.add_parser("plan", parents=[common],
                               help="print a scenario's ground truth: every fault and benign event, drawn from its seed")
@@ -208,6 +212,23 @@ def build_parser() -> argparse.ArgumentParser:
                              "with the realistic one (default on: as the scenario file says)")
     detect.add_argument("--json", action="store_true", help="print results as JSON")
     detect.set_defaults(func=cmd_bench_detect)
+    goodput = bench.add_parser("goodput", parents=[common],
+                               help="ETTR of each system (reactive, static thresholds, Sentinel, oracle) on a "
+                                    "scenario's failures, with the checkpoint interval that maximises it")
+    goodput.add_argument("--scenario", required=True, help="scenario name or file (e.g. llama3-54d)")
+    goodput.add_argument("--healthy-nodes", type=int, default=16,
+                         help="event-free nodes fed the whole run; their false drains are scaled to the rest "
+                              "(default 16)")
+    goodput.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole scenario)")
+    goodput.add_argument("--model", metavar="DIR", help="hazard model directory; `none` for rules only (default: "
+                                                         "the cached model trained on `train`)")
+    goodput.add_argument("--background", choices=("on", "off"), default="on",
+                         help="`off`: the scenario on a clean fleet (default on)")
+    goodput.add_argument("--workers", type=int, help="processes for the detection replay, each replaying a "
+                                                     "consecutive part of the run (default: CPUs, at most 4)")
+    add_goodput_overrides(goodput)
+    goodput.add_argument("--json", action="store_true", help="print results as JSON")
+    goodput.set_defaults(func=cmd_bench_goodput)
     calibration = bench.add_parser("calibration", parents=[common],
                                    help="reliability of the hazard model's probability on a scenario unlike training")
     calibration.add_argument("--scenario", action="append", required=True,

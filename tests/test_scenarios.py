@@ -16,7 +16,7 @@ from sentinel.errors import ConfigError
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.scenario import NO_PRECURSOR, FaultClass
 
-SHIPPED = ["llama3-mix", "mixed", "quiet", "smoke", "storm", "train", "validate"]
+SHIPPED = ["llama3-54d", "llama3-mix", "mixed", "quiet", "smoke", "storm", "train", "validate"]
 
 
 def test_the_named_scenarios_ship_and_load() -> None:
@@ -68,7 +68,7 @@ def test_impossible_scenarios_are_rejected_with_the_path_named(raw: dict, messag
 
 
 def test_an_unknown_scenario_name_lists_the_shipped_ones() -> None:
-    with pytest.raises(ConfigError, match="shipped: llama3-mix, mixed, quiet, smoke, storm"):
+    with pytest.raises(ConfigError, match="shipped: llama3-54d, llama3-mix, mixed, quiet, smoke, storm"):
         scenario.load("nope")
 
 

@@ -56,6 +56,7 @@ class Signal:
     ts_s: float  # seconds from the start of the run
     drain: bool  # False: an alert only
     why: str = ""  # the rule or decision reason, for the false-signal breakdown
+    checkpoint: bool = False  # a drain that asked the job to checkpoint first
 
 
 class ThresholdBaseline:
@@ -275,6 +276,99 @@ def _q(values: list[float], q: float) -> float | None:
     return round(float(np.quantile(values, q)), 1) if values else None
 
 
+@dataclass
+class Replay:
+    """What each system did on a scenario's stream: Sentinel's decisions and findings, the baselines' signals."""
+
+    sc: scenario.Scenario
+    truth: list[TruthEvent]
+    index: dict[str, int]
+    ours: list[Signal]
+    baselines: dict[str, list[Signal]]
+    findings: list[dict[str, Any]]
+    start_ts: float
+    fed: list[int]  # nodes fed the whole run
+    event_nodes: set[int]
+    node_steps: int
+    steps: int
+    breaker_open: bool
+    model: dict[str, Any] | None
+
+    @property
+    def node_days(self) -> float:
+        return self.node_steps * self.sc.step_s / 86_400.0
+
+
+def replay(sc: scenario.Scenario, fed: list[int], event_windows: bool, max_steps: int | None = None,
+           max_fraction: float = 0.1, model: str | None = None,
+           progress: Callable[[float], None] | None = None, first_step: int = 0) -> Replay:
+    """Run Sentinel's real pipeline (act mode, dry-run actuator, product defaults otherwise) and the baselines on
+    the scenario's stream, feeding ``fed`` nodes the whole run and, with ``event_windows``, each node that has a
+    ground-truth event around it (see ``run_detect``).
+
+    ``first_step`` > 0 replays only the steps from there to ``max_steps`` (one part of a run split across
+    processes): the fleet is simulated from the start, the pipeline is fed from ``EVENT_LOOKBACK_S`` before
+    ``first_step`` to warm its windows, and only what it does from ``first_step`` on is kept and counted."""
+    model_path = cached_model(lambda text: print(f"bench: {text}", file=sys.stderr)) if model is None else model
+    truth = groundtruth.plan(sc)
+    fleet = Fleet(sc, truth)
+    event_nodes = {fleet.index[e.node] for e in truth}
+    feed = _Feed(fed, truth if event_windows else [], fleet.index, sc.step_s)
+    steps = int(sc.duration_s / sc.step_s) if max_steps is None else min(max_steps, int(sc.duration_s / sc.step_s))
+    with tempfile.TemporaryDirectory() as tmp:
+        config = from_mapping({"store": {"url": f"sqlite:///{tmp}/detect.db"},
+                               "policy": {"mode": "act", "breaker": {"max_fraction": max_fraction}},
+                               "detector": {"record_interval_s": 300, "hazard": {"model": model_path}}})
+        clock = ManualClock(fleet.start_ts)
+        pipeline = build_pipeline(config, clock, Metrics(), open_repository(config, migrate=True),
+                                  actuator=DryRunActuator(clock))
+        baselines: dict[str, ThresholdBaseline | ReactiveBaseline] = {"threshold": ThresholdBaseline(),
+                                                                      "reactive": ReactiveBaseline()}
+        seen: dict[str, list[Signal]] = {name: [] for name in baselines}
+        warm_from = max(0, first_step - int(EVENT_LOOKBACK_S / sc.step_s)) if first_step else 0
+        kept_from_s = first_step * sc.step_s
+        for k in range(steps):
+            step = fleet.step()
+            clock.advance(sc.step_s)
+            if k < warm_from:
+                continue
+            if k == first_step:
+                counted = feed.node_steps
+                seen = {name: [] for name in baselines}
+            logs = fleet.logs(step)
+            samples = fleet.samples(step, feed.nodes(step.t_s))
+            for event in logs:
+                pipeline.transport.publish(LOGS, event.node, codec.encode(event))
+            for s in samples:
+                pipeline.transport.publish(TELEMETRY, s.node, codec.encode(s))
+            pipeline.pump()
+            for b_name, baseline in baselines.items():
+                for s in samples:
+                    seen[b_name] += baseline.sample(s, step.t_s)
+                for event in logs:
+                    seen[b_name] += baseline.log(event, step.t_s)
+            if progress is not None and k % max(steps // 100, 1) == 0:
+                progress(k / steps)
+        start = fleet.start_ts
+        ours = [Signal(d["node"], d["ts"] - start, True, d["reason"], d["action"] == "checkpoint_drain_requeue")
+                for d in pipeline.repo.table("decisions")
+                if d["mode"] == "execute" and d["action"] in ("drain_requeue", "checkpoint_drain_requeue")
+                and d["ts"] - start >= kept_from_s]
+        findings = [f for f in pipeline.repo.table("findings") if f["ts"] - start >= kept_from_s]
+        ours += [Signal(f["node"], f["ts"] - start, False, f["rule"]) for f in findings
+                 if f["severity"] in ("warning", "critical", "fatal")]
+        breaker = pipeline.repo.load_breaker()
+        scorer = pipeline.detector.hazard
+        model_info = {"name": scorer.name, "rows_scored": scorer.rows_scored,
+                      "threshold": round(scorer.threshold, 4),
+                      "fit_s": scorer.model.report.get("fit_s"),
+                      "scoring_rows_per_s": round(scorer.rows_scored / scorer.score_s) if scorer.score_s else None,
+                      "validation": scorer.model.report.get("validation")} if scorer else None
+    return Replay(sc, truth, fleet.index, ours, seen, findings, start, fed, event_nodes, feed.node_steps - counted,
+                  steps,
+                  bool(breaker and breaker.is_open), model_info)
+
+
 def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float], None] | None = None,
                max_steps: int | None = None, max_fraction: float = 0.1, model: str | None = None,
                event_windows: bool = False, background: bool = True) -> dict[str, Any]:
@@ -289,69 +383,24 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
     weeks can be scored; healthy-sampled nodes are still fed the whole run, and node-days count what was fed.
 
     ``background``: False scores the same scenario on a clean fleet (its ``[background]`` switched off)."""
-    model_path = cached_model(lambda text: print(f"bench: {text}", file=sys.stderr)) if model is None else model
     sc = scenario.load(name)
     if not background:
         sc = sc.clean()
-    truth = groundtruth.plan(sc)
-    fleet = Fleet(sc, truth)
+    event_nodes = {groundtruth.node_index(e.node) for e in groundtruth.plan(sc)}
     rng = np.random.default_rng(sc.seed + 2)
-    event_nodes = {fleet.index[e.node] for e in truth}
     whole_run = set() if event_windows else event_nodes
     fed = sorted(i for i in range(sc.nodes) if i in whole_run or rng.random() < healthy_sample)
-    feed = _Feed(fed, truth if event_windows else [], fleet.index, sc.step_s)
-    steps = int(sc.duration_s / sc.step_s) if max_steps is None else min(max_steps, int(sc.duration_s / sc.step_s))
-    with tempfile.TemporaryDirectory() as tmp:
-        config = from_mapping({"store": {"url": f"sqlite:///{tmp}/detect.db"},
-                               "policy": {"mode": "act", "breaker": {"max_fraction": max_fraction}},
-                               "detector": {"record_interval_s": 300, "hazard": {"model": model_path}}})
-        clock = ManualClock(fleet.start_ts)
-        pipeline = build_pipeline(config, clock, Metrics(), open_repository(config, migrate=True),
-                                  actuator=DryRunActuator(clock))
-        baselines: dict[str, ThresholdBaseline | ReactiveBaseline] = {"threshold": ThresholdBaseline(),
-                                                                      "reactive": ReactiveBaseline()}
-        seen: dict[str, list[Signal]] = {name: [] for name in baselines}
-        for k in range(steps):
-            step = fleet.step()
-            clock.advance(sc.step_s)
-            logs = fleet.logs(step)
-            samples = fleet.samples(step, feed.nodes(step.t_s))
-            for event in logs:
-                pipeline.transport.publish(LOGS, event.node, codec.encode(event))
-            for s in samples:
-                pipeline.transport.publish(TELEMETRY, s.node, codec.encode(s))
-            pipeline.pump()
-            for b_name, baseline in baselines.items():
-                for s in samples:
-                    seen[b_name] += baseline.sample(s, step.t_s)
-                for event in logs:
-                    seen[b_name] += baseline.log(event, step.t_s)
-            if progress is not None and k % max(steps // 20, 1) == 0:
-                progress(k / steps)
-        start = fleet.start_ts
-        ours = [Signal(d["node"], d["ts"] - start, True, d["reason"]) for d in pipeline.repo.table("decisions")
-                if d["mode"] == "execute" and d["action"] in ("drain_requeue", "checkpoint_drain_requeue")]
-        ours += [Signal(f["node"], f["ts"] - start, False, f["rule"]) for f in pipeline.repo.table("findings")
-                 if f["severity"] in ("warning", "critical", "fatal")]
-        breaker = pipeline.repo.load_breaker()
-        stragglers = straggler_score(pipeline.repo.table("findings"), truth, start)
-        scorer = pipeline.detector.hazard
-        model_info = {"name": scorer.name, "rows_scored": scorer.rows_scored,
-                      "threshold": round(scorer.threshold, 4),
-                      "fit_s": scorer.model.report.get("fit_s"),
-                      "scoring_rows_per_s": round(scorer.rows_scored / scorer.score_s) if scorer.score_s else None,
-                      "validation": scorer.model.report.get("validation")} if scorer else None
-    node_days = feed.node_steps * sc.step_s / 86_400.0
-    result = score(ours, truth, node_days)
-    result["stragglers"] = stragglers
-    result["model"] = model_info
+    r = replay(sc, fed, event_windows, max_steps, max_fraction, model, progress)
+    result = score(r.ours, r.truth, r.node_days)
+    result["stragglers"] = straggler_score(r.findings, r.truth, r.start_ts)
+    result["model"] = r.model
     nodes_fed = len(set(fed) | event_nodes) if event_windows else len(fed)
     result.update({"scenario": sc.name, "background": background, "max_fraction": max_fraction,
                    "nodes_fed": nodes_fed,
                    "event_windows": event_windows,
-                   "node_days": round(node_days, 2), "steps": steps,
-                   "breaker_open": bool(breaker and breaker.is_open),
-                   "baselines": {b: score(s, truth, node_days) for b, s in seen.items()}})
+                   "node_days": round(r.node_days, 2), "steps": r.steps,
+                   "breaker_open": r.breaker_open,
+                   "baselines": {b: score(s, r.truth, r.node_days) for b, s in r.baselines.items()}})
     return result
 
 

@@ -50,6 +50,11 @@ def node_name(index: int) -> str:
     return f"sim-node-{index + 1:05d}"
 
 
+def node_index(name: str) -> int:
+    """The index of a simulated node from its name (``node_name``'s inverse)."""
+    return int(name.rsplit("-", 1)[1]) - 1
+
+
 def plan(scenario: Scenario) -> list[TruthEvent]:
     """Every fault, benign event and storm report of the scenario, ordered by time (same seed, same plan)."""
     events: list[TruthEvent] = []

@@ -19,6 +19,7 @@ import msgspec
 
 from sentinel.config import explain, require
 from sentinel.errors import ConfigError
+from sentinel.goodput.params import Goodput
 from sentinel.sim.background_spec import Background
 
 
@@ -146,6 +147,7 @@ class Scenario(_Section, frozen=True):
     benign: Benign = msgspec.field(default_factory=Benign)
     storm: Storm | None = None
     background: Background = msgspec.field(default_factory=Background)
+    goodput: Goodput = msgspec.field(default_factory=Goodput)  # what interruptions cost jobs (bench goodput)
 
     def __post_init__(self) -> None:
         require(1 <= self.nodes <= 1_000_000, "nodes", "must be in [1, 1000000]", self.nodes)

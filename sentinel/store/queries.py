@@ -117,6 +117,24 @@ class Queries:
                     row["decision"] = ""
         return rows
 
+    def interruption_history(self) -> dict[str, Any]:
+        """What ``sentinel advise checkpoint`` needs: node-days observed, GPUs, and each incident that got a drain
+        decision (any mode) with its kind and the first such action (checkpoint first = caught ahead)."""
+        n, d, i = s.nodes.c, s.decisions.c, s.incidents.c
+        drains = (ActionKind.CHECKPOINT_DRAIN_REQUEUE.value, ActionKind.DRAIN_REQUEUE.value)
+        with self.engine.connect() as conn:
+            count, seconds, gpus = conn.execute(select(
+                func.count(), func.coalesce(func.sum(n.last_seen_ts - n.first_seen_ts), 0.0),
+                func.coalesce(func.sum(n.gpu_count), 0)).select_from(s.nodes)).one()
+            rows = conn.execute(select(i.id, i.kind, d.action, d.ts).join(s.decisions, d.incident_id == i.id)
+                                .where(d.action.in_(drains)).order_by(d.ts)).all()
+        first: dict[str, tuple[str, str]] = {}
+        for row in rows:
+            first.setdefault(row.id, (row.kind, row.action))
+        return {"nodes": int(count), "node_days": float(seconds) / 86_400.0, "gpus": int(gpus),
+                "interruptions": [{"kind": kind, "ahead": action == ActionKind.CHECKPOINT_DRAIN_REQUEUE.value}
+                                  for kind, action in first.values()]}
+
     def table(self, name: str, order_by: str = "ts") -> list[dict[str, Any]]:
         """Every row of one table (demo summaries, tests); not for large production tables."""
         table: Table = s.metadata.tables[name]

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from sentinel.errors import ValidationError
 from sentinel.tables import parse_duration
 from sentinel.verbs import EXIT_EXPECTATION, EXIT_OK
 
@@ -103,4 +104,17 @@ def cmd_bench_calibration(args: argparse.Namespace) -> int:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
     else:
         print("\n\n".join(render_calibration(r) for r in results))
+    return EXIT_OK
+
+
+def cmd_bench_goodput(args: argparse.Namespace) -> int:
+    from sentinel.bench.goodput import main_progress, render_goodput, run_goodput
+    from sentinel.verbs.advise import goodput_overrides
+
+    if args.workers is not None and args.workers < 1:
+        raise ValidationError("--workers: must be >= 1")
+    model = "" if args.model == "none" else args.model
+    result = run_goodput(args.scenario, goodput_overrides(args), args.healthy_nodes, args.max_steps, model,
+                         background=args.background == "on", progress=main_progress, workers=args.workers)
+    print(json.dumps(result, indent=2) if args.json else render_goodput(result))
     return EXIT_OK
