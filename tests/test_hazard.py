@@ -170,3 +170,11 @@ def test_the_scorer_keeps_each_gpus_deviation_baseline_across_scorings(model: Ha
     # GPU 2 always runs 6 C and 30 W above the median of its peers: that is its baseline, not an excess
     assert baseline.value is not None and baseline.value.tolist() == [[0.0, 0.0], [0.0, 0.0], [6.0, 30.0]]
     assert baseline.ts == 180.0  # the last scoring (40, 60, 120, 180 s: one per 60 s slot)
+
+
+def test_the_fast_probability_and_anomaly_paths_give_scikit_learns_numbers(model: HazardModel) -> None:
+    rows = np.random.default_rng(5).normal(size=(40, len(FEATURES))) * 5
+    rows[3, 2] = np.nan
+    clean = np.nan_to_num(rows, nan=0.0)
+    np.testing.assert_allclose(model.probability(rows), model.classifier.predict_proba(clean)[:, 1], rtol=1e-12)
+    np.testing.assert_allclose(model.anomaly_score(rows), -model.anomaly.score_samples(clean), rtol=1e-12)
