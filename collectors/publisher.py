@@ -48,12 +48,14 @@ class SpoolPublisher:
                     self.spool.available.wait(0.5)
                 backoff = 0.1
                 self.batch = min(self.batch + max(self.batch // 4, 1), self.max_batch)
-            except TransportError as exc:
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any error: sampling goes on anyway
                 self.failures += 1
                 self.batch = max(self.batch // 2, 1)
-                self.metrics.publish_failures.inc()
-                log.warning("publish failed (%s); %d message(s) spooled, retrying in %.1f s", exc,
-                            self.spool.depth(), backoff)
+                reason = "transport" if isinstance(exc, TransportError) else type(exc).__name__
+                self.metrics.publish_failures.labels(reason[:40]).inc()
+                log.log(logging.WARNING if reason == "transport" else logging.ERROR,
+                        "publish failed (%s: %s); %d message(s) spooled, retrying in %.1f s", reason, exc,
+                        self.spool.depth(), backoff)
                 stop.wait(backoff)
                 backoff = min(backoff * 2, self.max_backoff_s)
 

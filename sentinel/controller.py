@@ -161,7 +161,9 @@ class Controller:
             severity=finding.severity if worse else incident.severity,
             kind=finding.kind if worse else incident.kind,
             summary=finding.summary if worse else incident.summary,
-            finding_ids=[*incident.finding_ids, finding.id],
+            # A redelivered finding is the same evidence: it must not count twice toward min_findings.
+            finding_ids=incident.finding_ids if finding.id in incident.finding_ids else [*incident.finding_ids,
+                                                                                         finding.id],
         )
 
     def _command(self, decision: Decision, incident: Incident, now: float) -> None:

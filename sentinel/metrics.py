@@ -102,8 +102,9 @@ class Metrics:
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0), registry=r,
         )
         self.publish_failures = Counter(
-            "sentinel_publish_failures_total", "Batches the transport did not acknowledge (kept and retried).",
-            registry=r,
+            "sentinel_publish_failures_total", "Batches the transport did not acknowledge (kept and retried), by "
+            "reason: `transport` (broker away, timeout) or the error's type (a client misconfiguration).",
+            ["reason"], registry=r,
         )
         self.spool_depth = Gauge("sentinel_spool_messages", "Messages waiting in the agent's spool.", registry=r)
         self.spool_dropped = Counter(

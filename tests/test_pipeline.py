@@ -11,11 +11,25 @@ from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.clock import ManualClock
 from sentinel.config import Config, from_mapping
 from sentinel.daemon import Pipeline, build_pipeline
-from sentinel.events import ActionKind, Command, DeadLetter, GpuReading, GpuState, LogEvent, LogKind, TelemetrySample
+from sentinel.detector.findings import make_finding
+from sentinel.events import (
+    ActionKind,
+    Command,
+    DeadLetter,
+    FindingClass,
+    GpuReading,
+    GpuState,
+    LogEvent,
+    LogKind,
+    Recommendation,
+    Severity,
+    TelemetrySample,
+)
 from sentinel.metrics import Metrics
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.store.repository import Repository
-from sentinel.transport import DEAD_LETTERS, LOGS, TELEMETRY
+from sentinel.errors import TransportError
+from sentinel.transport import DEAD_LETTERS, FINDINGS, LOGS, TELEMETRY
 
 NODES = [f"gpu-node-{i:03d}" for i in range(1, 9)]
 
@@ -268,3 +282,40 @@ def test_a_sample_delivered_twice_enters_the_window_once(repo: Repository) -> No
     rig.pipeline.pump()
     assert rig.pipeline.detector.samples_seen == seen + 1
     assert rig.pipeline.detector.windows[NODES[0]].count == 2
+
+
+def test_a_finding_whose_publish_failed_is_published_later_and_its_batch_is_not_committed_before(
+        repo: Repository) -> None:
+    rig = make_rig(repo)
+    transport = rig.pipeline.transport
+    real_publish = transport.publish
+    failures = [1]
+
+    def publish(topic: str, key: str | None, value: bytes) -> None:
+        if topic == FINDINGS and failures[0]:
+            failures[0] -= 1
+            raise TransportError("broker unreachable (injected)")
+        real_publish(topic, key, value)
+
+    transport.publish = publish  # type: ignore[method-assign]
+    rig.xid("gpu-node-003", 79)
+    rig.clock.advance(10.0)
+    with pytest.raises(TransportError):
+        rig.pipeline.detector.step()
+    assert transport.pending(LOGS) == 1  # the batch with the Xid is not committed while its finding is unsent
+    rig.tick()
+    rig.tick()
+    assert (rig.scheduler.drain_reason("gpu-node-003") or "").startswith("sentinel: ")
+    assert len(repo.table("findings")) == 1 and transport.pending(LOGS) == 0
+
+
+def test_a_finding_delivered_twice_counts_once_toward_min_findings(repo: Repository) -> None:
+    rig = make_rig(repo, policy={"hysteresis": {"min_findings": 2}})
+    finding = make_finding("hazard-model", FindingClass.PREDICTED_FAILURE, "gpu-node-004", rig.clock.now(),
+                           rig.clock.now(), Severity.CRITICAL, Recommendation.CHECKPOINT_DRAIN, 0.99,
+                           "GPU 1: predicted failure", 1, {})
+    for _ in range(2):
+        rig.pipeline.transport.publish(FINDINGS, finding.node, codec.encode(finding))
+        rig.pipeline.pump()
+    assert [d["action"] for d in repo.table("decisions")] == ["alert"]  # one finding so far: still waiting
+    assert rig.scheduler.drain_reason("gpu-node-004") is None

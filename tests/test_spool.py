@@ -124,3 +124,34 @@ def test_a_backlog_drains_in_smaller_batches_when_big_ones_time_out(tmp_path: Pa
     thread.join(10)
     assert spool.depth() == 0
     assert [v for _, _, v in broker.taken] == [str(i).encode() for i in range(1000)]  # all, in order, once
+
+
+class _BrokenClient:
+    """A transport whose client raises what is not a TransportError (a mistyped Kafka client key), twice."""
+
+    def __init__(self) -> None:
+        self.calls, self.taken = 0, []
+
+    def publish_batch(self, messages):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls <= 2:
+            raise TypeError("__init__() got an unexpected keyword argument 'sasl_mechanizm'")
+        self.taken.extend(messages)
+
+
+def test_the_publisher_survives_an_error_that_is_not_a_transport_error_and_counts_it(tmp_path: Path) -> None:
+    from collectors.publisher import SpoolPublisher
+
+    spool = Spool(tmp_path / "s.db")
+    spool.append(_items(0, 10))
+    broker, metrics = _BrokenClient(), Metrics()
+    publisher = SpoolPublisher(spool, broker, metrics, max_backoff_s=0.05)  # type: ignore[arg-type]
+    stop = threading.Event()
+    thread = publisher.start(stop)
+    deadline = time.monotonic() + 30
+    while spool.depth() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(10)
+    assert spool.depth() == 0 and len(broker.taken) == 10  # the thread lived on and sent everything, once
+    assert metrics.publish_failures.labels("TypeError")._value.get() == 2

@@ -64,9 +64,17 @@ class Detector:
         if hazard is not None:
             metrics.set_model("hazard", hazard.name[:64], hazard.created_ts)
         self.peers = PeerComparison()
+        self.unsent: list[Finding] = []  # findings whose publish failed: sent before anything else, then committed
 
     def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
-        """Handle what is waiting (up to ``max_messages``); return how many messages were handled."""
+        """Handle what is waiting (up to ``max_messages``); return how many messages were handled.
+
+        Offsets are committed only once every finding of the batch is published: a finding whose publish failed
+        stays in ``unsent`` and goes out first at the next step (the error propagates; ``run`` retries), and until
+        then nothing past its batch is committed, so a crash meanwhile redelivers the batch."""
+        if self.unsent:
+            self._publish_unsent(self.clock.now())
+            self.consumer.commit()
         messages = self.consumer.poll(max_messages, timeout_s)
         self.metrics.set_consumer_lag(self.group, self.consumer.lag())
         if not messages:
@@ -102,18 +110,24 @@ class Detector:
         self.repo.record_samples(samples)
         for topic, count in consumed.items():
             self.metrics.messages_consumed.labels(topic).inc(count)
-        for finding in findings:
-            self.transport.publish(self.findings_topic, finding.node, codec.encode(finding))
-            self.metrics.messages_published.labels(self.findings_topic).inc()
-            self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
-            if finding.severity in RISKY:
-                self.metrics.set_node_risk(finding.node, finding.confidence, now)
+        self.unsent.extend(findings)
+        self._publish_unsent(now)
         self.metrics.expire_node_risk(now, RISK_TTL_S)
         self.consumer.commit()
         self.metrics.samples.inc(self.samples_seen - seen_before)
         self.metrics.gpu_samples.inc(self.gpu_samples_seen - gpus_before)
         self.metrics.detect_seconds.observe(time.perf_counter() - started)
         return len(messages)
+
+    def _publish_unsent(self, now: float) -> None:
+        while self.unsent:
+            finding = self.unsent[0]
+            self.transport.publish(self.findings_topic, finding.node, codec.encode(finding))  # may raise
+            self.unsent.pop(0)
+            self.metrics.messages_published.labels(self.findings_topic).inc()
+            self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
+            if finding.severity in RISKY:
+                self.metrics.set_node_risk(finding.node, finding.confidence, now)
 
     def _decode(self, message: Message, now: float) -> TelemetrySample | LogEvent | None:
         kind: type[TelemetrySample] | type[LogEvent] = (TelemetrySample if message.topic == self.telemetry_topic
