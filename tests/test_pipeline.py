@@ -12,6 +12,7 @@ from sentinel.clock import ManualClock
 from sentinel.config import Config, from_mapping
 from sentinel.daemon import Pipeline, build_pipeline
 from sentinel.detector.findings import make_finding
+from sentinel.errors import TransportError
 from sentinel.events import (
     ActionKind,
     Command,
@@ -28,7 +29,6 @@ from sentinel.events import (
 from sentinel.metrics import Metrics
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.store.repository import Repository
-from sentinel.errors import TransportError
 from sentinel.transport import DEAD_LETTERS, FINDINGS, LOGS, TELEMETRY
 
 NODES = [f"gpu-node-{i:03d}" for i in range(1, 9)]
