@@ -34,19 +34,51 @@ class Spool:
             self.available.set()
 
     def append(self, items: list[Item]) -> int:
-        """Add items at the tail; drop the oldest beyond the bound. Returns how many were dropped now."""
+        """Add items at the tail; drop the oldest beyond the bound. Returns how many were dropped now.
+
+        A full disk (SQLite's "database or disk is full") is one more bound: the oldest quarter of the spool (at
+        least as many as arrive) is dropped to make room and the append is tried again; if even that fails, the
+        new items are dropped. Either way they are counted and the agent keeps sampling."""
         with self._lock:
-            self._db.execute("BEGIN")
-            self._db.executemany("INSERT INTO spool (topic, key, value) VALUES (?, ?, ?)", items)
-            self._depth += len(items)
-            excess = self._depth - self.max_messages
-            if excess > 0:
-                self._db.execute("DELETE FROM spool WHERE id IN (SELECT id FROM spool ORDER BY id LIMIT ?)", (excess,))
-                self._depth -= excess
-                self.dropped += excess
-            self._db.execute("COMMIT")
-            self.available.set()
-            return max(excess, 0)
+            try:
+                return self._append(items)
+            except sqlite3.OperationalError as exc:
+                if "full" not in str(exc):
+                    raise
+                self._rollback()
+            room = self._drop_oldest(max(len(items), self._depth // 4))
+            try:
+                return room + self._append(items)
+            except sqlite3.OperationalError as exc:
+                if "full" not in str(exc):
+                    raise
+                self._rollback()
+                self.dropped += len(items)
+                return room + len(items)
+
+    def _append(self, items: list[Item]) -> int:
+        self._db.execute("BEGIN")
+        self._db.executemany("INSERT INTO spool (topic, key, value) VALUES (?, ?, ?)", items)
+        self._depth += len(items)
+        excess = self._depth - self.max_messages
+        if excess > 0:
+            self._db.execute("DELETE FROM spool WHERE id IN (SELECT id FROM spool ORDER BY id LIMIT ?)", (excess,))
+            self._depth -= excess
+            self.dropped += excess
+        self._db.execute("COMMIT")
+        self.available.set()
+        return max(excess, 0)
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+        self._depth = int(self._db.execute("SELECT COUNT(*) FROM spool").fetchone()[0])
+
+    def _drop_oldest(self, count: int) -> int:
+        cursor = self._db.execute("DELETE FROM spool WHERE id IN (SELECT id FROM spool ORDER BY id LIMIT ?)", (count,))
+        self._depth -= cursor.rowcount
+        self.dropped += cursor.rowcount
+        return cursor.rowcount
 
     def peek(self, limit: int) -> list[tuple[int, Item]]:
         """The oldest ``limit`` items with their ids, without removing them."""

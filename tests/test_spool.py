@@ -155,3 +155,18 @@ def test_the_publisher_survives_an_error_that_is_not_a_transport_error_and_count
     thread.join(10)
     assert spool.depth() == 0 and len(broker.taken) == 10  # the thread lived on and sent everything, once
     assert metrics.publish_failures.labels("TypeError")._value.get() == 2
+
+
+def test_a_full_disk_drops_the_oldest_spooled_samples_and_counts_them_instead_of_raising(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "s.db", max_messages=1_000_000)
+    spool._db.execute("PRAGMA max_page_count = 40")  # SQLite's own limit: the file cannot grow, as on a full disk
+    blob = b"x" * 2000
+    total, dropped = 0, 0
+    for k in range(200):
+        dropped += spool.append([("sentinel.telemetry", "n1", blob + str(k).encode())])
+        total += 1
+    assert dropped > 0 and spool.dropped == dropped
+    assert spool.depth() == total - dropped
+    newest = spool.peek(10_000)[-1][1][2]
+    assert newest == blob + b"199"  # the newest sample is kept; room was made by dropping the oldest
+    spool.close()
