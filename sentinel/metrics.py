@@ -108,7 +108,8 @@ class Metrics:
         )
         self.spool_depth = Gauge("sentinel_spool_messages", "Messages waiting in the agent's spool.", registry=r)
         self.spool_dropped = Counter(
-            "sentinel_spool_dropped_total", "Oldest spooled messages dropped because the spool was full (its bound or the disk).", registry=r
+            "sentinel_spool_dropped_total",
+            "Oldest spooled messages dropped because the spool was full (its bound or the disk).", registry=r
         )
         self.agent_cycle_seconds = Histogram(
             "sentinel_agent_cycle_duration_seconds", "Time to read all due collectors once.",
