@@ -100,7 +100,17 @@ def stops_for(system: str, truth: list[TruthEvent], p: Goodput, drains: dict[int
             stops.append(Stop(ahead.ts_s, node, Kind.DRAIN, checkpoint=ahead.checkpoint, repair_s=p.repair_s))
         else:
             stops.append(Stop(f.failure_s, node, Kind.FAIL, hang_s=hang, repair_s=p.repair_s))
-    false = [s for signals in drains.values() for s in signals if id(s) not in used]
+    # The simulator never repairs a node: after a fault has failed, its node keeps the failure's state (a lost GPU,
+    # a downed link) in the telemetry, while the timeline sends it to repair and back. A drain on it after that
+    # failure acts on the aftermath (a detector that restarted, as each part of a split replay does, sees the lost
+    # GPU anew), not on a healthy node: it is neither a catch nor a false drain.
+    failed_at: dict[int, float] = {}
+    for f in truth:
+        if f.kind == "fault" and f.needs_drain:
+            node = groundtruth.node_index(f.node)
+            failed_at[node] = min(failed_at.get(node, math.inf), f.failure_s)
+    false = [s for node, signals in drains.items() for s in signals
+             if id(s) not in used and s.ts_s < failed_at.get(node, math.inf)]
     stops += [Stop(s.ts_s, groundtruth.node_index(s.node), Kind.DRAIN, checkpoint=s.checkpoint,
                    repair_s=p.false_drain_return_s, false=True) for s in false]
     return stops, false
