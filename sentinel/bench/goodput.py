@@ -312,12 +312,16 @@ def render_goodput(r: dict[str, Any]) -> str:
                             ("interruptions", "interruptions"), ("avoided", "avoided"), ("false", "false drains")])
             + "\n\nLost GPU-hours by cause (common interval):\n"
             + render(causes, [("cause", "cause"), *[(n, n) for n in SYSTEMS]])
-            + f"\n\nSentinel closes {gap['common_interval']} of the reactive-to-oracle ETTR gap at the common "
-              f"interval, {gap['best_interval']} at each one's best interval; what holds it back (GPU-h more than "
-              f"the oracle): {_worst(r['sentinel_minus_oracle_gpu_hours'])}.\n"
+            + f"\n\nSentinel closes {_share(gap['common_interval'])} of the reactive-to-oracle ETTR gap at the "
+              f"common interval, {_share(gap['best_interval'])} at each one's best interval; what holds it back "
+              f"(GPU-h more than the oracle): {_worst(r['sentinel_minus_oracle_gpu_hours'])}.\n"
             + f"Replay: {r['replay']['nodes_with_events']} nodes fed around their events, "
               f"{r['replay']['healthy_nodes_fed']} healthy nodes the whole run; false drains scaled to the rest "
               f"(x{r['systems']['sentinel']['false_drain_scale']}); {r['elapsed_s']} s.")
+
+
+def _share(x: float | None) -> str:
+    return "none (the oracle is not above reactive here)" if x is None else f"{100 * x:.1f} %"
 
 
 def _worst(by_cause: dict[str, float]) -> str:
