@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from sentinel.config import BreakerConfig
 from sentinel.metrics import Metrics
-from sentinel.policy.breaker import Breaker
+from sentinel.policy.breaker import Breaker, Verdict
 from sentinel.store.engine import make_engine, upgrade
-from sentinel.store.repository import Repository
+from sentinel.store.repository import BreakerRow, Repository
 
 WINDOW_S = 100.0
 
@@ -215,3 +215,72 @@ def test_reset_is_seen_by_another_breaker_on_the_same_store(repo: Repository) ->
     policy.admit("gpu-002", 10, 2.0)
     breaker(repo, max_fraction=0.1).reset(now=3.0)  # the operator's CLI
     assert policy.admit("gpu-002", 10, 4.0).allowed
+
+
+def _two_controllers_race(url: str) -> tuple[list[bool], list[str]]:
+    """Two controllers (own engines, same store) admit different nodes at once under a limit of 1 node. The
+    first to read waits until the other has read too: the interleaving that broke read -> decide -> save."""
+    import contextlib
+    import threading
+
+    from sentinel.store.engine import make_engine
+
+    config = BreakerConfig(max_fraction=0.1, window_s=WINDOW_S)
+    repos = [Repository(make_engine(url)) for _ in range(2)]
+    repos[0].save_breaker(BreakerRow(False, "reset by operator", 0.0, []))
+    both_read = threading.Barrier(2, timeout=2.0)
+    for r in repos:
+        load = r.load_breaker
+
+        def slow_load(load=load):  # type: ignore[no-untyped-def]
+            row = load()
+            # when the other controller is held by the store's lock there is no interleaving to wait for
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_read.wait()
+            return row
+
+        r.load_breaker = slow_load  # type: ignore[method-assign]
+    admitted: list[bool] = [False, False]
+
+    def admit(i: int) -> None:
+        admitted[i] = Breaker(repos[i], config, Metrics()).admit(f"node-{i}", 10, 1000.0).allowed
+
+    threads = [threading.Thread(target=admit, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    state = Repository(make_engine(url)).load_breaker()
+    assert state is not None
+    return admitted, [node for _, node in state.recent]
+
+
+def test_two_controllers_never_admit_past_the_limit_and_the_window_keeps_what_was_admitted(db_path: Path) -> None:
+    open_repo(db_path)
+    admitted, window = _two_controllers_race(f"sqlite:///{db_path}")
+    assert sum(admitted) == 1
+    assert window == [f"node-{admitted.index(True)}"]
+
+
+def test_two_controllers_on_postgresql_never_admit_past_the_limit(pg_url: str) -> None:
+    engine = make_engine(pg_url)
+    upgrade(engine)
+    admitted, window = _two_controllers_race(pg_url)
+    assert sum(admitted) == 1
+    assert window == [f"node-{admitted.index(True)}"]
+
+
+def test_admission_is_a_pure_judgement_of_a_state() -> None:
+    from sentinel.policy.breaker import admission
+
+    config = BreakerConfig(max_fraction=0.1, window_s=WINDOW_S)
+    empty = BreakerRow(False, "", 0.0, [])
+    ok, state = admission(empty, "a", 10, 50.0, config)
+    assert ok.allowed and state == BreakerRow(False, "", 0.0, [(50.0, "a")])
+    again, same = admission(state, "a", 10, 60.0, config)  # the same node again: no new place taken
+    assert again.allowed and same is not None and {n for _, n in same.recent} == {"a"}
+    refused, opened = admission(state, "b", 10, 60.0, config)
+    assert not refused.allowed and opened is not None and opened.is_open and opened.recent == [(50.0, "a")]
+    later, _ = admission(state, "b", 10, 50.0 + WINDOW_S + 1, config)  # "a" left the window
+    assert later.allowed
+    assert admission(opened, "c", 10, 1e9, config) == (Verdict(False, f"breaker open since 60: {opened.reason}"), None)

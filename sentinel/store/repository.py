@@ -6,9 +6,9 @@ redelivery changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import delete, select, update
 
@@ -24,6 +24,8 @@ from sentinel.events import (
 from sentinel.store import schema as s
 from sentinel.store.queries import Queries
 from sentinel.store.sql import insert_ignore, upsert
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -208,25 +210,26 @@ class Repository(Queries):
     def load_breaker(self) -> BreakerRow | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(s.breaker_state).where(s.breaker_state.c.id == 1)).mappings().first()
-        if row is None:
-            return None
-        return BreakerRow(
-            bool(row["is_open"]),
-            row["reason"],
-            row["changed_ts"],
-            [(float(ts), str(node)) for ts, node in row["recent"]],
-        )
+        return None if row is None else _breaker_row(row)
 
     def save_breaker(self, state: BreakerRow) -> None:
-        row = {
-            "id": 1,
-            "is_open": state.is_open,
-            "reason": state.reason,
-            "changed_ts": state.changed_ts,
-            "recent": [[ts, node] for ts, node in state.recent],
-        }
         with self.engine.begin() as conn:
-            upsert(conn, s.breaker_state, row, keys=["id"], update_cols=["is_open", "reason", "changed_ts", "recent"])
+            _write_breaker(conn, state)
+
+    def update_breaker(self, change: Callable[[BreakerRow], tuple[T, BreakerRow | None]]) -> T:
+        """Read the breaker, let ``change`` decide (a pure function: its result and the new state, or None for
+        no change) and write, in one transaction that holds the breaker's lock: any number of controllers on
+        one store see each other's admissions. The first statement writes (an insert of the initial row that
+        is ignored when it exists), which takes SQLite's write lock, so a second writer waits (busy timeout)
+        instead of deciding on a stale window; on PostgreSQL the row is read ``FOR UPDATE``."""
+        with self.engine.begin() as conn:
+            insert_ignore(conn, s.breaker_state, [_breaker_values(BreakerRow(False, "", 0.0, []))])
+            row = conn.execute(select(s.breaker_state).where(s.breaker_state.c.id == 1).with_for_update()
+                               ).mappings().one()
+            result, new = change(_breaker_row(row))
+            if new is not None:
+                _write_breaker(conn, new)
+        return result
 
     def remember_nonce(self, nonce: str, expires_ts: float, now: float) -> bool:
         """Record a signed command's nonce until it expires; False if it was recorded before (a replay).
@@ -237,3 +240,18 @@ class Repository(Queries):
             conn.execute(delete(s.command_nonces).where(s.command_nonces.c.expires_ts < now))
             return insert_ignore(conn, s.command_nonces, [{"nonce": nonce, "expires_ts": expires_ts,
                                                             "seen_ts": now}]) > 0
+
+
+def _breaker_row(row: Any) -> BreakerRow:
+    return BreakerRow(bool(row["is_open"]), row["reason"], row["changed_ts"],
+                      [(float(ts), str(node)) for ts, node in row["recent"]])
+
+
+def _breaker_values(state: BreakerRow) -> dict[str, Any]:
+    return {"id": 1, "is_open": state.is_open, "reason": state.reason, "changed_ts": state.changed_ts,
+            "recent": [[ts, node] for ts, node in state.recent]}
+
+
+def _write_breaker(conn: Any, state: BreakerRow) -> None:
+    upsert(conn, s.breaker_state, _breaker_values(state), keys=["id"],
+           update_cols=["is_open", "reason", "changed_ts", "recent"])
