@@ -14,7 +14,7 @@ from sentinel import codec
 from sentinel.actuator.signing import CommandSigner, process_key
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
-from sentinel.errors import CodecError
+from sentinel.errors import CodecError, TransportError
 from sentinel.events import (
     SEVERITY_RANK,
     ActionResult,
@@ -68,14 +68,23 @@ class Controller:
         self.group = group
         self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
         self._refreshed_ts = -1e18
+        # Sealed commands stored but not yet published (the publish failed): sent before anything else, and the
+        # batch that decided them is not committed until they are.
+        self.unsent: list[tuple[str, bytes]] = []
 
     def step(self, max_messages: int = 500, timeout_s: float = 0.0) -> int:
         self._sweep(self.clock.now())
+        if self.unsent:
+            self._publish_unsent()
+            self.consumer.commit()
         messages = self.consumer.poll(max_messages, timeout_s)
         self.metrics.set_consumer_lag(self.group, self.consumer.lag())
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
             self._handle(message)
+        if self.unsent:
+            raise TransportError(f"{len(self.unsent)} command(s) not published: kept and sent before the next "
+                                 "batch; this batch is not committed until then")
         if messages:
             self.consumer.commit()
         now = self.clock.now()
@@ -179,9 +188,20 @@ class Controller:
             drain_reason=reason,
         )
         self.repo.add_command(command)
-        self.transport.publish(COMMANDS, command.node, codec.encode(self.signer.seal(command)))
-        self.metrics.messages_published.labels(COMMANDS).inc()
         self.metrics.commands_issued.labels(command.action.value).inc()
+        self.unsent.append((command.node, codec.encode(self.signer.seal(command))))
+        try:
+            self._publish_unsent()
+        except TransportError as exc:  # the rest of the batch is still handled; step() commits nothing
+            log.warning("command %s not published (%s): kept, sent before the next batch", command.id, exc)
+
+    def _publish_unsent(self) -> None:
+        """Publish the commands waiting in ``unsent``, oldest first; a failure propagates and keeps the rest."""
+        while self.unsent:
+            node, envelope = self.unsent[0]
+            self.transport.publish(COMMANDS, node, envelope)
+            self.unsent.pop(0)
+            self.metrics.messages_published.labels(COMMANDS).inc()
 
     def on_result(self, result: ActionResult, now: float) -> None:
         final = result.step is Step.VERIFY

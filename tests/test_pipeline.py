@@ -29,7 +29,7 @@ from sentinel.events import (
 from sentinel.metrics import Metrics
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.store.repository import Repository
-from sentinel.transport import DEAD_LETTERS, FINDINGS, LOGS, TELEMETRY
+from sentinel.transport import COMMANDS, DEAD_LETTERS, FINDINGS, LOGS, TELEMETRY
 
 NODES = [f"gpu-node-{i:03d}" for i in range(1, 9)]
 
@@ -319,3 +319,26 @@ def test_a_finding_delivered_twice_counts_once_toward_min_findings(repo: Reposit
         rig.pipeline.pump()
     assert [d["action"] for d in repo.table("decisions")] == ["alert"]  # one finding so far: still waiting
     assert rig.scheduler.drain_reason("gpu-node-004") is None
+
+
+def test_a_command_whose_publish_failed_is_sent_later_and_the_node_is_drained(repo: Repository) -> None:
+    rig = make_rig(repo)
+    transport = rig.pipeline.transport
+    real_publish = transport.publish
+    failures = [1]
+
+    def publish(topic: str, key: str | None, value: bytes) -> None:
+        if topic == COMMANDS and failures[0]:
+            failures[0] -= 1
+            raise TransportError("broker unreachable (injected)")
+        real_publish(topic, key, value)
+
+    transport.publish = publish  # type: ignore[method-assign]
+    rig.xid("gpu-node-005", 79)
+    rig.clock.advance(10.0)
+    with pytest.raises(TransportError):
+        rig.pipeline.pump()
+    rig.tick()
+    rig.tick()
+    assert (rig.scheduler.drain_reason("gpu-node-005") or "").startswith("sentinel: ")
+    assert [c["status"] for c in repo.table("commands")] == ["done"]
