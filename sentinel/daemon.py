@@ -47,18 +47,25 @@ TRANSPORTS: dict[str, Callable[[Config], Transport]] = {
     "memory": lambda config: MemoryTransport(config.transport.capacity),
     "kafka": lambda config: _kafka(config),
 }
-ACTUATORS: dict[str, Callable[[Config, Clock], Actuator]] = {
-    "dryrun": lambda config, clock: DryRunActuator(clock),
-    "kubernetes": lambda config, clock: _kubernetes(config, clock),
-    "slurm": lambda config, clock: SchedulerActuator(SlurmScheduler(config.actuator.slurm), clock),
+ACTUATORS: dict[str, Callable[[Config, Clock, Metrics], Actuator]] = {
+    "dryrun": lambda config, clock, metrics: DryRunActuator(clock),
+    "kubernetes": lambda config, clock, metrics: _kubernetes(config, clock, metrics),
+    "slurm": lambda config, clock, metrics: SchedulerActuator(SlurmScheduler(config.actuator.slurm), clock,
+                                                              cost=config.policy.cost, metrics=metrics),
 }
 
 
-def _kubernetes(config: Config, clock: Clock) -> Actuator:
+def build_actuator(config: Config, clock: Clock, metrics: Metrics) -> Actuator:
+    """The actuator ``actuator.kind`` names, counting in the service's ``metrics``."""
+    return plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock, metrics)
+
+
+def _kubernetes(config: Config, clock: Clock, metrics: Metrics) -> Actuator:
     from sentinel.actuator.kubernetes import KubernetesScheduler, build_api  # the client loads slowly
 
     k8s = config.actuator.kubernetes
-    return SchedulerActuator(KubernetesScheduler(build_api(k8s), k8s, clock), clock, cost=config.policy.cost)
+    return SchedulerActuator(KubernetesScheduler(build_api(k8s), k8s, clock), clock, cost=config.policy.cost,
+                             metrics=metrics)
 
 
 def _kafka(config: Config) -> Transport:
@@ -151,7 +158,7 @@ def build_pipeline(
         transport if transport is not None else plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
     )
     if actuator is None:
-        actuator = plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock)
+        actuator = build_actuator(config, clock, metrics)
     breaker = Breaker(repo, config.policy.breaker, metrics)
     policy = PolicyEngine(repo, config.policy, breaker, metrics)
     signer, verifier = command_signing(config, clock, repo, require_key_file=False)
@@ -282,7 +289,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     signer, verifier = command_signing(config, clock, repo, require_key_file=True)  # before touching Kafka
     transport = _service_transport(config)
     if actuator is None:
-        actuator = plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock)
+        actuator = build_actuator(config, clock, metrics)
     policy = PolicyEngine(repo, config.policy, Breaker(repo, config.policy.breaker, metrics), metrics)
     controller = Controller(transport, repo, policy, config.policy, metrics, clock, signer=signer)
     actuator_service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier)

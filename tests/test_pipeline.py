@@ -342,3 +342,15 @@ def test_a_command_whose_publish_failed_is_sent_later_and_the_node_is_drained(re
     rig.tick()
     assert (rig.scheduler.drain_reason("gpu-node-005") or "").startswith("sentinel: ")
     assert [c["status"] for c in repo.table("commands")] == ["done"]
+
+
+def test_the_configured_actuator_gets_the_services_metrics_and_cost_settings() -> None:
+    """In production the actuator comes from ``actuator.kind``; it must count skipped checkpoints in the same
+    registry the service exports (``sentinel_checkpoints_skipped_total`` never moved before)."""
+    from sentinel.daemon import build_actuator
+
+    config = from_mapping({"actuator": {"kind": "slurm"}})
+    metrics = Metrics()
+    actuator = build_actuator(config, ManualClock(), metrics)
+    assert isinstance(actuator, SchedulerActuator)
+    assert actuator.metrics is metrics and actuator.cost == config.policy.cost
