@@ -11,6 +11,7 @@ import logging
 import msgspec
 
 from sentinel import codec
+from sentinel.actuator import OWNED_REASON_PREFIX
 from sentinel.actuator.signing import CommandSigner, process_key
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
@@ -37,7 +38,6 @@ from sentinel.transport.deadletter import send_dead_letter
 
 log = logging.getLogger(__name__)
 
-OWNED_REASON_PREFIX = "sentinel:"
 SWEEP_INTERVAL_S = 60.0
 GAUGE_REFRESH_S = 15.0  # store-backed gauges (incidents, nodes, breaker) are re-read at most this often
 SILENT_AFTER_S = 180.0  # a node with no sample stored for this long is silent (the detector stores every 30 s)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sentinel import codec
+from sentinel.actuator import OWNED_REASON_PREFIX
 from sentinel.actuator.steps import SchedulerActuator
 from sentinel.clock import ManualClock
 from sentinel.config import Config, from_mapping
@@ -147,7 +148,7 @@ def _report(
             by_kind.setdefault(fault.kind.value, []).append(min(hits) - fault.onset_ts)
     executed = [d for d in decisions if d["mode"] == "execute" and d["action"] in DISRUPTIVE]
     acted_nodes = {d["node"] for d in executed}
-    drained = {n for n, s in scheduler.nodes.items() if (s.drain_reason or "").startswith("sentinel:")}
+    drained = {n for n, s in scheduler.nodes.items() if (s.drain_reason or "").startswith(OWNED_REASON_PREFIX)}
     benign_nodes = {f.node for f in cluster.faults if f.kind is FaultKind.XID13} - fatal_nodes
     lead_times = []  # how long before the GPU shut down its node was drained (only drains that came first)
     shutdowns = [e for e in cluster.events if "thermal shutdown" in e.what]

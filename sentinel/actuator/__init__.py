@@ -11,6 +11,10 @@ from typing import Protocol, runtime_checkable
 
 from sentinel.events import ActionResult, Command
 
+# Every drain Sentinel makes carries this reason prefix ("sentinel: <incident> <summary>"); the actuators resume,
+# and the demo counts, only nodes whose reason starts with it.
+OWNED_REASON_PREFIX = "sentinel:"
+
 
 @dataclass(frozen=True)
 class JobTiming:

@@ -23,13 +23,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sentinel.actuator import JobTiming
+from sentinel.actuator import OWNED_REASON_PREFIX, JobTiming
 from sentinel.clock import Clock
 from sentinel.config_actuation import KubernetesConfig
 from sentinel.errors import ActuatorError, ValidationError
 from sentinel.events import NODE_NAME_PATTERN
 
-OWNED_PREFIX = "sentinel:"
+OWNED_PREFIX = OWNED_REASON_PREFIX
 REASON, INCIDENT, CORDONED = "sentinel.dev/drain-reason", "sentinel.dev/incident", "sentinel.dev/cordoned"
 CHECKPOINT_REQUESTED, CHECKPOINT_ACK = "sentinel.dev/checkpoint-requested", "sentinel.dev/checkpoint-ack"
 LAST_CHECKPOINT, ENDS = "sentinel.dev/last-checkpoint-ts", "sentinel.dev/ends-ts"

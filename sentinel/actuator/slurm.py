@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from sentinel.actuator import OWNED_REASON_PREFIX
 from sentinel.actuator.runner import NOT_FOUND, TIMED_OUT, CommandRunner, Completed, SubprocessRunner
 from sentinel.actuator.slurm_state import (
     ON_NODE_STATES,
@@ -39,7 +40,6 @@ from sentinel.actuator.slurm_state import (
     parse_nodes,
 )
 from sentinel.config_actuation import SlurmActuatorConfig
-from sentinel.controller import OWNED_REASON_PREFIX
 from sentinel.errors import ActuatorError
 from sentinel.hooks import ack
 
