@@ -6,7 +6,8 @@ import json
 import subprocess
 import sys
 
-from sentinel.bench.detect import GRACE_S, Signal, score
+from sentinel.bench.baselines import Signal
+from sentinel.bench.detect import GRACE_S, score
 from sentinel.events import TelemetrySample
 from sentinel.sim.groundtruth import TruthEvent
 
@@ -68,7 +69,7 @@ def test_the_lead_time_of_precursor_faults_is_reported_apart() -> None:
 
 
 def test_static_thresholds_act_on_background_counters_as_the_tools_they_copy() -> None:
-    from sentinel.bench.detect import ThresholdBaseline
+    from sentinel.bench.baselines import ThresholdBaseline
     from sentinel.events import GpuReading, NicReading
 
     def sample(t: float, replays: int, symbols: int) -> TelemetrySample:

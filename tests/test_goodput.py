@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sentinel.bench.detect import Signal
+from sentinel.bench.baselines import Signal
 from sentinel.bench.goodput import job_layout, stops_for
 from sentinel.cli import main
 from sentinel.goodput import analytic

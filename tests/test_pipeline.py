@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -284,20 +285,25 @@ def test_a_sample_delivered_twice_enters_the_window_once(repo: Repository) -> No
     assert rig.pipeline.detector.windows[NODES[0]].count == 2
 
 
-def test_a_finding_whose_publish_failed_is_published_later_and_its_batch_is_not_committed_before(
-        repo: Repository) -> None:
-    rig = make_rig(repo)
-    transport = rig.pipeline.transport
+def _fail_first_publish(transport: Any, failing_topic: str) -> None:
+    """The next publish to ``failing_topic`` fails as a broker outage would; every other one goes through."""
     real_publish = transport.publish
     failures = [1]
 
     def publish(topic: str, key: str | None, value: bytes) -> None:
-        if topic == FINDINGS and failures[0]:
+        if topic == failing_topic and failures[0]:
             failures[0] -= 1
             raise TransportError("broker unreachable (injected)")
         real_publish(topic, key, value)
 
-    transport.publish = publish  # type: ignore[method-assign]
+    transport.publish = publish
+
+
+def test_a_finding_whose_publish_failed_is_published_later_and_its_batch_is_not_committed_before(
+        repo: Repository) -> None:
+    rig = make_rig(repo)
+    transport = rig.pipeline.transport
+    _fail_first_publish(transport, FINDINGS)
     rig.xid("gpu-node-003", 79)
     rig.clock.advance(10.0)
     with pytest.raises(TransportError):
@@ -323,17 +329,7 @@ def test_a_finding_delivered_twice_counts_once_toward_min_findings(repo: Reposit
 
 def test_a_command_whose_publish_failed_is_sent_later_and_the_node_is_drained(repo: Repository) -> None:
     rig = make_rig(repo)
-    transport = rig.pipeline.transport
-    real_publish = transport.publish
-    failures = [1]
-
-    def publish(topic: str, key: str | None, value: bytes) -> None:
-        if topic == COMMANDS and failures[0]:
-            failures[0] -= 1
-            raise TransportError("broker unreachable (injected)")
-        real_publish(topic, key, value)
-
-    transport.publish = publish  # type: ignore[method-assign]
+    _fail_first_publish(rig.pipeline.transport, COMMANDS)
     rig.xid("gpu-node-005", 79)
     rig.clock.advance(10.0)
     with pytest.raises(TransportError):

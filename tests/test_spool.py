@@ -6,6 +6,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -108,6 +109,17 @@ class _SlowBroker:
         self.taken.extend(batch)
 
 
+def _run_until_drained(publisher: Any, spool: Spool, timeout_s: float = 30.0) -> None:
+    """Run the publisher's thread until the spool is empty (or ``timeout_s``), then stop it."""
+    stop = threading.Event()
+    thread = publisher.start(stop)
+    deadline = time.monotonic() + timeout_s
+    while spool.depth() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join(10)
+
+
 def test_a_backlog_drains_in_smaller_batches_when_big_ones_time_out(tmp_path: Path) -> None:
     from collectors.publisher import SpoolPublisher
 
@@ -115,13 +127,7 @@ def test_a_backlog_drains_in_smaller_batches_when_big_ones_time_out(tmp_path: Pa
     spool.append(_items(0, 1000))
     broker = _SlowBroker(limit=60)
     publisher = SpoolPublisher(spool, broker, Metrics(), batch=500)  # type: ignore[arg-type]
-    stop = threading.Event()
-    thread = publisher.start(stop)
-    deadline = time.monotonic() + 30
-    while spool.depth() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    stop.set()
-    thread.join(10)
+    _run_until_drained(publisher, spool)
     assert spool.depth() == 0
     assert [v for _, _, v in broker.taken] == [str(i).encode() for i in range(1000)]  # all, in order, once
 
@@ -146,13 +152,7 @@ def test_the_publisher_survives_an_error_that_is_not_a_transport_error_and_count
     spool.append(_items(0, 10))
     broker, metrics = _BrokenClient(), Metrics()
     publisher = SpoolPublisher(spool, broker, metrics, max_backoff_s=0.05)  # type: ignore[arg-type]
-    stop = threading.Event()
-    thread = publisher.start(stop)
-    deadline = time.monotonic() + 30
-    while spool.depth() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    stop.set()
-    thread.join(10)
+    _run_until_drained(publisher, spool)
     assert spool.depth() == 0 and len(broker.taken) == 10  # the thread lived on and sent everything, once
     assert metrics.publish_failures.labels("TypeError")._value.get() == 2
 

@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from sentinel.bench.detect import GRACE_S, Replay, Signal, replay
+from sentinel.bench.baselines import Signal
+from sentinel.bench.detect import GRACE_S, Replay, replay
 from sentinel.goodput import analytic
 from sentinel.goodput.params import Goodput
 from sentinel.goodput.timeline import CAUSES, Costs, Kind, Result, Stop, simulate

@@ -71,7 +71,8 @@ class Result:
 
 
 class _Job:
-    def __init__(self, nodes: list[int], gpus: int) -> None:
+    def __init__(self, index: int, nodes: list[int], gpus: int) -> None:
+        self.index = index  # its place in Timeline.jobs (timer events carry it)
         self.nodes = set(nodes)
         self.gpus = gpus
         self.up = True
@@ -90,7 +91,7 @@ class Timeline:
                  duration_s: float) -> None:
         self.costs = costs
         self.duration = duration_s
-        self.jobs = [_Job(nodes, len(nodes) * gpus_per_node) for nodes in jobs]
+        self.jobs = [_Job(j, nodes, len(nodes) * gpus_per_node) for j, nodes in enumerate(jobs)]
         self.job_of: dict[int, int] = {n: j for j, nodes in enumerate(jobs) for n in nodes}
         self.pool: deque[int] = deque(pool)
         self.in_repair: set[int] = set()
@@ -173,11 +174,10 @@ class Timeline:
         return job
 
     def _fill(self, job: _Job, t: float) -> None:
-        j = self.jobs.index(job)
         while job.missing and self.pool:
             node = self.pool.popleft()
             job.nodes.add(node)
-            self.job_of[node] = j
+            self.job_of[node] = job.index
             job.missing -= 1
         if not job.missing and not job.up and job.phase == "wait":
             self._book(job, "spare_wait", t - job.phase_since)
@@ -185,14 +185,14 @@ class Timeline:
 
     def _start_restart(self, job: _Job, t: float) -> None:
         job.phase, job.phase_since, job.due = "restart", t, t + self.costs.restart_s
-        self._push(job.due, 1, _READY, self.jobs.index(job))
+        self._push(job.due, 1, _READY, job.index)
 
     # ----- jobs ----------------------------------------------------------------------------------------------
 
     def _go_down(self, job: _Job, t: float, first_bucket: str, first_s: float, false: bool) -> None:
         job.false = false
         job.phase, job.phase_since, job.first_bucket, job.due = "notice", t, first_bucket, t + first_s
-        self._push(job.due, 1, _NOTICE, self.jobs.index(job))
+        self._push(job.due, 1, _NOTICE, job.index)
 
     def _notice(self, job: _Job, t: float) -> None:
         self._book(job, job.first_bucket, t - job.phase_since)
