@@ -212,6 +212,7 @@ class PolicyConfig(_Section, frozen=True):
     cooldown_s: float = 600.0
     opt_out_nodes: list[str] = msgspec.field(default_factory=list)
     command_ttl_s: float = 300.0
+    command_resend_s: float = 30.0  # the outbox publishes a command again while no final result came back
     min_confidence: float = 0.5  # a predicted failure below this confidence only alerts
     breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
     hysteresis: HysteresisConfig = msgspec.field(default_factory=HysteresisConfig)
@@ -221,6 +222,7 @@ class PolicyConfig(_Section, frozen=True):
     def __post_init__(self) -> None:
         _non_negative("cooldown_s", self.cooldown_s)
         _positive("command_ttl_s", self.command_ttl_s)
+        _positive("command_resend_s", self.command_resend_s)
         require(0 <= self.min_confidence <= 1, "min_confidence", "must be in [0, 1]", self.min_confidence)
 
 

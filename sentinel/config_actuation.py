@@ -69,6 +69,12 @@ class SlurmActuatorConfig(_Section, frozen=True):
 
 class ActuatorConfig(_Section, frozen=True):
     kind: str = "dryrun"
+    # Commands carried out at once by the actuator service, each on its own thread (one per node at a time), so a
+    # long checkpoint wait or a slurmctld outage never holds up other nodes' commands nor the service's loop.
+    workers: int = 8
+
+    def __post_init__(self) -> None:
+        require(1 <= self.workers <= 256, "workers", "must be in [1, 256]", self.workers)
     kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
     slurm: SlurmActuatorConfig = msgspec.field(default_factory=SlurmActuatorConfig)
 

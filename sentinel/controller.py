@@ -1,7 +1,11 @@
 """The controller service: findings -> incidents -> policy -> decisions -> commands; results -> store.
 
-Every effect is keyed by a stable id and written before the offset is committed: a redelivered finding finds
-its incident and decision already there and produces nothing new.
+Effects are exactly once: everything a finding causes (the incident, the finding, the decisions, the breaker's
+next state and the outgoing command) is written in one transaction that holds the breaker's lock, before the
+offset is committed; the command waits in the outbox (``commands``, status pending) and is published after the
+commit, and again every ``policy.command_resend_s`` until its final result comes back. A redelivered finding
+meets its incident and decision already there and produces nothing new; a command lost on the way, or left
+half-done by an actuator that died, is re-sent and resumed (the actuator keeps a journal by command id).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from sentinel.actuator import OWNED_REASON_PREFIX
 from sentinel.actuator.signing import CommandSigner, process_key
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
-from sentinel.errors import CodecError, TransportError
+from sentinel.errors import CodecError
 from sentinel.events import (
     SEVERITY_RANK,
     ActionResult,
@@ -30,9 +34,10 @@ from sentinel.events import (
     StepStatus,
 )
 from sentinel.metrics import Metrics
-from sentinel.policy import plans
-from sentinel.policy.engine import PolicyEngine
+from sentinel.policy import engine, plans
+from sentinel.policy.guards import Guard
 from sentinel.store.repository import Repository
+from sentinel.store.unit import BreakerRow, Unit
 from sentinel.transport import COMMANDS, FINDINGS, RESULTS, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
 
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 SWEEP_INTERVAL_S = 60.0
 GAUGE_REFRESH_S = 15.0  # store-backed gauges (incidents, nodes, breaker) are re-read at most this often
 SILENT_AFTER_S = 180.0  # a node with no sample stored for this long is silent (the detector stores every 30 s)
+RELAY_INTERVAL_S = 1.0  # the outbox is looked at least this often (at once after a new command)
 
 
 class Controller:
@@ -48,49 +54,70 @@ class Controller:
         self,
         transport: Transport,
         repo: Repository,
-        policy: PolicyEngine,
         config: PolicyConfig,
         metrics: Metrics,
         clock: Clock,
         group: str = "sentinel-controller",
         signer: CommandSigner | None = None,
+        guards: dict[str, Guard] | None = None,
     ) -> None:
         """``signer`` defaults to this process's ephemeral key (the one-process pipeline); the separate services
         pass one built from ``security.key_file``."""
         self.transport = transport
         self.signer = signer or CommandSigner(process_key())
         self._last_sweep_ts = float("-inf")
+        self._relay_ts = float("-inf")
+        self._fresh = False  # commands were added to the outbox since the last relay
         self.repo = repo
-        self.policy = policy
         self.config = config
+        self.guards = guards
         self.metrics = metrics
         self.clock = clock
         self.group = group
         self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
         self._refreshed_ts = -1e18
-        # Sealed commands stored but not yet published (the publish failed): sent before anything else, and the
-        # batch that decided them is not committed until they are.
-        self.unsent: list[tuple[str, bytes]] = []
 
     def step(self, max_messages: int = 500, timeout_s: float = 0.0) -> int:
+        """Handle one batch, commit it (its effects are stored), then publish what waits in the outbox; a failed
+        publish raises ``TransportError`` and the command stays in the outbox for the next round."""
         self._sweep(self.clock.now())
-        if self.unsent:
-            self._publish_unsent()
-            self.consumer.commit()
         messages = self.consumer.poll(max_messages, timeout_s)
         self.metrics.set_consumer_lag(self.group, self.consumer.lag())
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
             self._handle(message)
-        if self.unsent:
-            raise TransportError(f"{len(self.unsent)} command(s) not published: kept and sent before the next "
-                                 "batch; this batch is not committed until then")
         if messages:
             self.consumer.commit()
         now = self.clock.now()
         if messages or now - self._refreshed_ts >= GAUGE_REFRESH_S:
             self.refresh_gauges(now)
+        self.relay(now)
         return len(messages)
+
+    def relay(self, now: float) -> int:
+        """Publish outbox commands not sent yet, or sent ``policy.command_resend_s`` ago without a final result
+        (each sealed afresh: a new nonce); mark expired ones. Runs at once after new decisions, else once per
+        ``RELAY_INTERVAL_S``. Returns how many were published."""
+        if not self._fresh and now - self._relay_ts < RELAY_INTERVAL_S:
+            return 0
+        self._relay_ts, self._fresh = now, False
+        expired = self.repo.expire_commands(now)
+        if expired:
+            self.metrics.commands_expired.inc(len(expired))
+            log.error("%d command(s) expired before the actuator carried them out: %s", len(expired), expired)
+        sent = 0
+        for command, sent_ts in self.repo.commands_to_send(now, self.config.command_resend_s):
+            self._fresh = True  # until it is marked sent, a failure below leaves it due
+            self.transport.publish(COMMANDS, command.node, codec.encode(self.signer.seal(command)))
+            self.repo.mark_sent(command.id, now)
+            self.metrics.messages_published.labels(COMMANDS).inc()
+            if sent_ts is not None:
+                self.metrics.commands_resent.inc()
+                log.warning("command %s on %s re-sent: no final result %.0f s after it was sent", command.id,
+                            command.node, now - sent_ts)
+            sent += 1
+        self._fresh = False
+        return sent
 
     def _sweep(self, now: float) -> None:
         """Hysteresis on the way down: resolve incidents quiet for ``policy.hysteresis.quiet_s`` (at most once a
@@ -127,25 +154,60 @@ class Controller:
             self.on_result(record, now)
 
     def on_finding(self, finding: Finding, now: float) -> Decision | None:
-        self.repo.ensure_node(finding.node, finding.observed_ts)
-        incident = self.repo.open_incident(finding.node)
-        if incident is None and finding.severity is Severity.INFO:
-            self.repo.add_finding(finding, None)  # recorded for the operator, no incident: nothing to track
-            return None
-        incident = self._incident_for(finding, incident, now)
-        self.repo.save_incident(incident)
-        self.repo.add_finding(finding, incident.id)
-        request = self.policy.operator_request(incident, finding, now)
-        if request is not None and self.repo.add_decision(request):
+        with self.repo.unit() as unit:
+            breaker = unit.lock_breaker()  # first: every controller on this store judges in turn
+            unit.ensure_node(finding.node, finding.observed_ts)
+            incident = unit.open_incident(finding.node)
+            if incident is None and finding.severity is Severity.INFO:
+                unit.add_finding(finding, None)  # recorded for the operator, no incident: nothing to track
+                return None
+            incident = self._incident_for(finding, incident, now)
+            unit.save_incident(incident)
+            unit.add_finding(finding, incident.id)
+            facts = self._facts(unit, incident, breaker)
+            request = engine.operator_request(incident, finding, facts, self.config, now)
+            new_request = request is not None and unit.add_decision(request)
+            judgement = engine.decide(incident, finding, facts, self.config, now, self.guards)
+            decision = judgement.decision
+            if judgement.breaker is not None:
+                unit.write_breaker(judgement.breaker)
+            command = None
+            if decision is not None:
+                unit.add_decision(decision)
+                if decision.mode is Mode.EXECUTE and plans.is_disruptive(decision.action):
+                    command = self._command(decision, incident, now)
+                    unit.add_command(command)
+        # committed: count, log, and let the outbox publish
+        if request is not None and new_request:
+            self.metrics.decisions.labels(request.action.value, request.mode.value).inc()
             log.info("operator queue: %s on %s (%s)", request.action, request.node, request.reason)
-        decision = self.policy.decide(incident, finding, max(self.repo.node_count(), 1), now)
+        for name in judgement.held_back:
+            self.metrics.guard_blocks.labels(name).inc()
+        if "breaker" in judgement.held_back or (judgement.breaker is not None and judgement.breaker.is_open):
+            self.metrics.breaker_open.set(1)
+        elif judgement.breaker is not None:
+            self.metrics.breaker_open.set(0)
         if decision is None:
             return None
-        self.repo.add_decision(decision)
+        self.metrics.decisions.labels(decision.action.value, decision.mode.value).inc()
         log.info("decision %s on %s: %s/%s", decision.id, decision.node, decision.action, decision.mode)
-        if decision.mode is Mode.EXECUTE and plans.is_disruptive(decision.action):
-            self._command(decision, incident, now)
+        if command is not None:
+            self.metrics.commands_issued.labels(command.action.value).inc()
+            self._fresh = True
         return decision
+
+    def _facts(self, unit: Unit, incident: Incident, breaker: BreakerRow) -> engine.Facts:
+        node = incident.node
+        since = incident.opened_ts - self.config.lemon.window_s
+        return engine.Facts(
+            fleet_size=max(unit.node_count(), 1),
+            prior_action=unit.last_decision_action(incident.id),
+            last_executed_ts=unit.last_executed_ts(node),
+            drained_by=unit.drained_by(node),
+            command_in_flight=unit.pending_command(node),
+            recent_incidents=unit.incident_counts(since, node).get(node, 0),
+            breaker=breaker,
+        )
 
     def _incident_for(self, finding: Finding, incident: Incident | None, now: float) -> Incident:
         if incident is None:
@@ -175,33 +237,11 @@ class Controller:
                                                                                          finding.id],
         )
 
-    def _command(self, decision: Decision, incident: Incident, now: float) -> None:
+    def _command(self, decision: Decision, incident: Incident, now: float) -> Command:
         reason = f"{OWNED_REASON_PREFIX} {incident.id} {incident.summary}"[:200]
-        command = Command(
-            id=f"{decision.id}:cmd",
-            decision_id=decision.id,
-            incident_id=incident.id,
-            node=decision.node,
-            action=decision.action,
-            ts=now,
-            expires_ts=now + self.config.command_ttl_s,
-            drain_reason=reason,
-        )
-        self.repo.add_command(command)
-        self.metrics.commands_issued.labels(command.action.value).inc()
-        self.unsent.append((command.node, codec.encode(self.signer.seal(command))))
-        try:
-            self._publish_unsent()
-        except TransportError as exc:  # the rest of the batch is still handled; step() commits nothing
-            log.warning("command %s not published (%s): kept, sent before the next batch", command.id, exc)
-
-    def _publish_unsent(self) -> None:
-        """Publish the commands waiting in ``unsent``, oldest first; a failure propagates and keeps the rest."""
-        while self.unsent:
-            node, envelope = self.unsent[0]
-            self.transport.publish(COMMANDS, node, envelope)
-            self.unsent.pop(0)
-            self.metrics.messages_published.labels(COMMANDS).inc()
+        return Command(id=f"{decision.id}:cmd", decision_id=decision.id, incident_id=incident.id,
+                       node=decision.node, action=decision.action, ts=now,
+                       expires_ts=now + self.config.command_ttl_s, drain_reason=reason)
 
     def on_result(self, result: ActionResult, now: float) -> None:
         final = result.step is Step.VERIFY

@@ -32,10 +32,9 @@ from sentinel.detector.service import Detector
 from sentinel.errors import ConfigError, TransportError
 from sentinel.load.service import LoadService, build_load_service
 from sentinel.metrics import Metrics
-from sentinel.policy.breaker import Breaker
-from sentinel.policy.engine import PolicyEngine
 from sentinel.sdnotify import notifier
 from sentinel.store import engine as store_engine
+from sentinel.store.journal import StoreJournal
 from sentinel.store.repository import Repository
 from sentinel.transport import COMMANDS, DEAD_LETTERS, FINDINGS, LOGS, RESULTS, TELEMETRY, Transport
 from sentinel.transport.memory import MemoryTransport
@@ -159,8 +158,6 @@ def build_pipeline(
     )
     if actuator is None:
         actuator = build_actuator(config, clock, metrics)
-    breaker = Breaker(repo, config.policy.breaker, metrics)
-    policy = PolicyEngine(repo, config.policy, breaker, metrics)
     signer, verifier = command_signing(config, clock, repo, require_key_file=False)
     return Pipeline(
         transport=transport,
@@ -168,8 +165,9 @@ def build_pipeline(
         metrics=metrics,
         detector=Detector(transport, repo, config.detector, metrics, clock,
                           hazard=load_scorer(config.detector.hazard)),
-        controller=Controller(transport, repo, policy, config.policy, metrics, clock, signer=signer),
-        actuator=ActuatorService(transport, actuator, metrics, clock, verifier=verifier),
+        controller=Controller(transport, repo, config.policy, metrics, clock, signer=signer),
+        actuator=ActuatorService(transport, actuator, metrics, clock, verifier=verifier,
+                                 journal=StoreJournal(repo.engine)),
     )
 
 
@@ -282,7 +280,9 @@ def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None 
 
 def run_controller(config: Config, stop: threading.Event, metrics: Metrics | None = None,
                    actuator: Actuator | None = None) -> None:
-    """Findings -> policy -> commands, and the actuator (one active: the commands topic has one partition)."""
+    """Findings -> policy -> commands (any number of controllers on one store: they judge in turn under the
+    breaker's lock), and the actuator (one active: the commands topic has one partition; its commands run on
+    worker threads, so this loop and its watchdog never wait on a scheduler)."""
     metrics = metrics if metrics is not None else Metrics()
     clock = SystemClock()
     repo = open_repository(config, migrate=False)
@@ -290,9 +290,10 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     transport = _service_transport(config)
     if actuator is None:
         actuator = build_actuator(config, clock, metrics)
-    policy = PolicyEngine(repo, config.policy, Breaker(repo, config.policy.breaker, metrics), metrics)
-    controller = Controller(transport, repo, policy, config.policy, metrics, clock, signer=signer)
-    actuator_service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier)
+    controller = Controller(transport, repo, config.policy, metrics, clock, signer=signer)
+    actuator_service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier,
+                                       journal=StoreJournal(repo.engine), workers=config.actuator.workers,
+                                       owner=f"{config.node_name()}/actuator")
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock)
@@ -312,6 +313,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
                 ready = True
     finally:
         close_metrics()
+        actuator_service.close()
         controller.consumer.close()
         actuator_service.consumer.close()
         transport.close()

@@ -78,6 +78,28 @@ class Metrics:
             "Commands the actuator refused and did not act on (unsigned, tampered, expired, replayed, ...).",
             ["reason"], registry=r,
         )
+        self.commands_resent = Counter(
+            "sentinel_commands_resent_total",
+            "Commands the controller's outbox published again: no final result arrived within "
+            "policy.command_resend_s (a lost message, or an actuator that died mid-command).", registry=r
+        )
+        self.commands_expired = Counter(
+            "sentinel_commands_expired_total",
+            "Decided commands that expired before the actuator took them (never carried out).", registry=r
+        )
+        self.commands_resumed = Counter(
+            "sentinel_commands_resumed_total",
+            "Commands the actuator resumed from its journal after an interruption (restart, redelivery, re-send).",
+            registry=r,
+        )
+        self.actuator_errors = Counter(
+            "sentinel_actuator_errors_total",
+            "Commands interrupted by an unexpected error, by the error's type; kept unfinished and resumed later.",
+            ["error"], registry=r,
+        )
+        self.actuator_in_flight = Gauge(
+            "sentinel_actuator_commands_in_flight", "Commands the actuator is carrying out now.", registry=r
+        )
         self.lemon_nodes = Gauge(
             "sentinel_lemon_nodes", "Nodes with policy.lemon.min_incidents incidents inside policy.lemon.window_s.",
             registry=r,

@@ -15,8 +15,6 @@ from sentinel.controller import Controller
 from sentinel.events import ActionKind, Finding, FindingClass, IncidentStatus, Mode, Recommendation, Severity
 from sentinel.metrics import Metrics
 from sentinel.policy import plans
-from sentinel.policy.breaker import Breaker
-from sentinel.policy.engine import PolicyEngine
 from sentinel.store.repository import Repository
 from sentinel.transport.memory import MemoryTransport
 
@@ -81,8 +79,7 @@ def test_only_fatal_or_confident_findings_are_ever_disruptive(
 
 def controller(repo: Repository, clock: ManualClock, metrics: Metrics, **policy: object) -> Controller:
     config = from_mapping({"policy": {"mode": "act", "breaker": {"max_fraction": 1.0}, **policy}}).policy
-    engine = PolicyEngine(repo, config, Breaker(repo, config.breaker, metrics), metrics)
-    return Controller(MemoryTransport(1000), repo, engine, config, metrics, clock)
+    return Controller(MemoryTransport(1000), repo, config, metrics, clock)
 
 
 def test_a_prediction_waits_for_the_incident_to_persist_then_checkpoints(repo: Repository) -> None:

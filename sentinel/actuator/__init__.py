@@ -54,5 +54,15 @@ class Scheduler(Protocol):
         ...
 
 
+class StepLog(Protocol):
+    """What an actuator needs of the journal (``sentinel.actuator.journal.Journal``) to resume a command."""
+
+    def steps(self, command_id: str) -> list[ActionResult]: ...
+
+    def record(self, result: ActionResult, now: float) -> None: ...
+
+
 class Actuator(Protocol):
-    def execute(self, command: Command) -> list[ActionResult]: ...
+    def execute(self, command: Command, journal: StepLog | None = None) -> list[ActionResult]:
+        """Carry out the steps of ``command`` that ``journal`` has not recorded, recording each; return all."""
+        ...

@@ -1,59 +1,167 @@
-"""The actuator service: consumes signed commands, executes each valid one once through the configured Actuator,
-publishes every step's result. Exactly one actuator service runs at a time (one consumer group on the commands
-topic).
+"""The actuator service: consumes signed commands, carries each valid one out exactly once through the configured
+Actuator, publishes every step's result. One service consumes the commands topic at a time (one partition).
 
-A command that fails verification (unsigned, forged, tampered, expired, replayed, invalid) is logged, counted in
-``sentinel_commands_rejected_total{reason}``, kept on the dead-letter topic for forensics, and never executed.
+A command that fails verification (unsigned, forged, tampered, expired, invalid, or a finished command's envelope
+replayed) is logged, counted in ``sentinel_commands_rejected_total{reason}``, kept on the dead-letter topic for
+forensics, and never executed.
+
+Exactly once across crashes: a verified command is recorded in the journal (keyed by its id) before its nonce,
+and each step is recorded before the next runs. The same command arriving again (the broker redelivers an
+uncommitted offset; the controller's outbox re-sends it with a new nonce) resumes at its next step, or, when
+finished, only publishes its recorded results again. A lease in the journal keeps two actuators off one command;
+at start the service resumes what its journal holds unfinished.
+
+With ``workers`` > 0 each command runs on a worker thread (one command per node at a time), so a long checkpoint
+wait or a slurmctld outage never blocks other commands, the service loop or the watchdog; results are published
+from the loop. ``workers=0`` runs each command inline (the one-process pipeline, tests).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from sentinel import codec
 from sentinel.actuator import Actuator
+from sentinel.actuator.journal import Journal, MemoryJournal
 from sentinel.actuator.signing import CommandRejected, CommandVerifier, MemoryNonces, process_key
 from sentinel.clock import Clock
+from sentinel.events import ActionResult, Command
 from sentinel.metrics import Metrics
-from sentinel.transport import COMMANDS, RESULTS, Transport
+from sentinel.transport import COMMANDS, RESULTS, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_TTL_S = 3600.0
+LEASE_S = 900.0  # longer than any command takes (checkpoint wait + slurmctld retries); a crash frees it after this
+RESUME_INTERVAL_S = 30.0  # unfinished commands in the journal (interrupted by an error) are retried this often
 
 
 class ActuatorService:
     def __init__(
         self, transport: Transport, actuator: Actuator, metrics: Metrics, clock: Clock,
-        group: str = "sentinel-actuator", verifier: CommandVerifier | None = None,
+        group: str = "sentinel-actuator", verifier: CommandVerifier | None = None, journal: Journal | None = None,
+        workers: int = 0, owner: str = "",
     ) -> None:
         """``verifier`` defaults to this process's ephemeral key, which only a controller in the same process
-        signs with (the one-process pipeline); the separate services pass one built from ``security``."""
+        signs with (the one-process pipeline); the separate services pass one built from ``security``.
+        ``owner`` names this actuator in the journal's leases (stable across its restarts)."""
         self.transport = transport
         self.actuator = actuator
         self.metrics = metrics
         self.clock = clock
         self.verifier = verifier or CommandVerifier([process_key()], MemoryNonces(), clock, DEFAULT_MAX_TTL_S)
+        self.journal: Journal = journal if journal is not None else MemoryJournal()
+        self.owner = owner or f"{socket.gethostname()}/{group}"
         self.group = group
         self.consumer = transport.consumer(group, [COMMANDS])
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="actuator") if workers > 0 else None
+        self.running: dict[str, tuple[Command, Future[list[ActionResult] | None]]] = {}
+        self.waiting: list[Command] = []  # accepted, waiting for a command on the same node to finish
+        self.outgoing: list[ActionResult] = []  # results not yet published (a failed publish keeps them here)
+        self._resume_ts = float("-inf")
 
     def step(self, max_messages: int = 100, timeout_s: float = 0.0) -> int:
+        now = self.clock.now()
+        if now - self._resume_ts >= RESUME_INTERVAL_S:
+            self._resume_ts = now
+            for command in self.journal.unfinished(now):
+                if command.id not in self.running and all(c.id != command.id for c in self.waiting):
+                    self._start(command, resumed=True)
         messages = self.consumer.poll(max_messages, timeout_s)
         self.metrics.set_consumer_lag(self.group, self.consumer.lag())
         for message in messages:
             self.metrics.messages_consumed.labels(message.topic).inc()
-            try:
-                command = self.verifier.open(message.value)
-            except CommandRejected as exc:
-                log.warning("refused a command (offset %s, key %r): %s", message.offset, message.key, exc)
-                self.metrics.commands_rejected.labels(exc.reason).inc()
-                send_dead_letter(self.transport, message, f"command refused: {exc}", self.metrics, self.clock.now())
-                continue
-            for result in self.actuator.execute(command):
-                self.metrics.action_steps.labels(result.step.value, result.status.value).inc()
-                self.transport.publish(RESULTS, result.node, codec.encode(result))
-                self.metrics.messages_published.labels(RESULTS).inc()
+            self._receive(message)
         if messages:
-            self.consumer.commit()
+            self.consumer.commit()  # every accepted command is in the journal: a crash now loses nothing
+        self._collect()
+        self._publish()
         return len(messages)
+
+    def _receive(self, message: Message) -> None:
+        try:
+            opened = self.verifier.check(message.value)
+            command = opened.command
+            new = self.journal.accept(command, self.clock.now())
+            if not self.verifier.remember(opened) and (new or self.journal.finished(command.id)):
+                raise CommandRejected("replayed", f"nonce of command {command.id} was already used")
+        except CommandRejected as exc:
+            log.warning("refused a command (offset %s, key %r): %s", message.offset, message.key, exc)
+            self.metrics.commands_rejected.labels(exc.reason).inc()
+            send_dead_letter(self.transport, message, f"command refused: {exc}", self.metrics, self.clock.now())
+            return
+        if command.id in self.running or any(c.id == command.id for c in self.waiting):
+            return  # under way here: its results go out when it finishes
+        self._start(command, resumed=not new and not self.journal.finished(command.id))
+
+    def _start(self, command: Command, resumed: bool) -> None:
+        if self.pool is not None and any(c.node == command.node for c, _ in self.running.values()):
+            self.waiting.append(command)  # one command per node at a time, in order
+            return
+        if not self.journal.claim(command.id, self.owner, self.clock.now(), LEASE_S):
+            log.info("command %s is being carried out by another actuator", command.id)
+            return
+        if resumed:
+            self.metrics.commands_resumed.inc()
+            log.warning("resuming command %s on %s from its journal", command.id, command.node)
+        if self.pool is None:
+            self._finish(command, self._run(command))
+            return
+        self.running[command.id] = (command, self.pool.submit(self._run, command))
+        self.metrics.actuator_in_flight.set(len(self.running))
+
+    def _run(self, command: Command) -> list[ActionResult] | None:
+        """Carry ``command`` out (its unrecorded steps); None when an unexpected error cut it short (it stays
+        unfinished in the journal and is resumed later)."""
+        before = {r.id for r in self.journal.steps(command.id)}
+        try:
+            results = self.actuator.execute(command, self.journal)
+        except Exception as exc:  # noqa: BLE001 - a scheduler client's error must not kill the service
+            log.exception("command %s on %s interrupted: %s", command.id, command.node, exc)
+            self.metrics.actuator_errors.labels(type(exc).__name__).inc()
+            self.journal.release(command.id, self.owner)
+            return None
+        for result in results:
+            if result.id not in before:
+                self.metrics.action_steps.labels(result.step.value, result.status.value).inc()
+        return results
+
+    def _finish(self, command: Command, results: list[ActionResult] | None) -> None:
+        if results is not None:
+            self.outgoing.extend(results)  # recorded ones too: a result lost with a crash goes out again
+
+    def _collect(self) -> None:
+        """Hand finished commands' results to the publisher; start commands that waited for their node."""
+        for command_id, (command, future) in list(self.running.items()):
+            if future.done():
+                del self.running[command_id]
+                self._finish(command, future.result())
+        self.metrics.actuator_in_flight.set(len(self.running))
+        waiting, self.waiting = self.waiting, []
+        for command in waiting:
+            self._start(command, resumed=False)
+
+    def _publish(self) -> None:
+        while self.outgoing:
+            result = self.outgoing[0]
+            self.transport.publish(RESULTS, result.node, codec.encode(result))
+            self.outgoing.pop(0)
+            self.metrics.messages_published.labels(RESULTS).inc()
+
+    def wait(self) -> None:
+        """Let the commands in flight finish and publish their results (tests and benchmarks)."""
+        while self.running or self.waiting:
+            for _, future in list(self.running.values()):
+                future.exception()  # blocks until done; _run never raises
+            self._collect()
+        self._publish()
+
+    def close(self) -> None:
+        """Stop taking work; commands still running finish on their threads (what they leave unfinished is
+        resumed from the journal at the next start)."""
+        self.waiting.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)

@@ -43,6 +43,15 @@ class SigningKey:
         return hashlib.sha256(b"sentinel key id\0" + self.secret).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class Opened:
+    """A verified envelope's command, with the nonce still to be recorded."""
+
+    command: Command
+    nonce: str
+    expires_ts: float
+
+
 class CommandRejected(SentinelError):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
@@ -149,6 +158,20 @@ class CommandVerifier:
         self.max_ttl_s = max_ttl_s
 
     def open(self, data: bytes) -> Command:
+        """Check ``data`` and record its nonce; a second opening of the same envelope is refused as a replay."""
+        opened = self.check(data)
+        if not self.remember(opened):
+            raise CommandRejected("replayed", f"nonce of command {opened.command.id} was already used")
+        return opened.command
+
+    def remember(self, opened: Opened) -> bool:
+        """Record the envelope's nonce; False when it was recorded before (the same envelope again)."""
+        return self.nonces.remember_nonce(opened.nonce, opened.expires_ts, self.clock.now())
+
+    def check(self, data: bytes) -> Opened:
+        """Every check but the nonce: key, signature, expiry, a valid command agreeing with its envelope. The
+        actuator service records the command in its journal before it records the nonce, so an envelope seen
+        again can be told apart: a command left unfinished resumes, a finished one is a replay."""
         try:
             envelope = codec.decode(data)
         except CodecError as exc:
@@ -175,9 +198,7 @@ class CommandVerifier:
             raise CommandRejected("invalid_command", exc.reason) from None
         if command.expires_ts != envelope.expires_ts:
             raise CommandRejected("invalid_command", "command expiry differs from the signed expiry")
-        if not self.nonces.remember_nonce(envelope.nonce, envelope.expires_ts, now):
-            raise CommandRejected("replayed", f"nonce of command {command.id} was already used")
-        return command
+        return Opened(command, envelope.nonce, envelope.expires_ts)
 
 
 def verification_keys(key_file: str, previous_key_files: Iterable[str]) -> list[SigningKey]:

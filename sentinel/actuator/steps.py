@@ -1,14 +1,17 @@
 """Carries out a command on a Scheduler as named, verified steps: checkpoint -> drain -> requeue -> verify.
 
-Idempotent: a node already drained with the same reason is not drained again, and jobs already gone are not
-requeued again, so a redelivered command changes nothing. Each step yields an ActionResult.
+Resumable and idempotent: each step's result goes to the actuator's journal before the next step runs, so a
+command cut short resumes at its next step; and each step is safe to repeat against the scheduler (a node
+already drained with the same reason is not drained again, jobs already gone are not requeued again), so the
+step that was running when the process died can run again. Each step yields an ActionResult.
 """
 
 from __future__ import annotations
 
 import logging
 
-from sentinel.actuator import JobTimingSource, Scheduler
+from sentinel.actuator import JobTimingSource, Scheduler, StepLog
+from sentinel.actuator.journal import MemoryJournal
 from sentinel.clock import Clock
 from sentinel.config import CostConfig
 from sentinel.errors import SentinelError
@@ -27,56 +30,61 @@ class SchedulerActuator:
         self.cost = cost
         self.metrics = metrics
 
-    def execute(self, command: Command) -> list[ActionResult]:
-        results: list[ActionResult] = []
+    def execute(self, command: Command, journal: StepLog | None = None) -> list[ActionResult]:
+        """Carry out ``command``'s steps not yet in ``journal``, recording each before the next; return every
+        step's result (recorded ones included). Without a journal the command runs from its first step."""
+        journal = journal if journal is not None else MemoryJournal()
+        done = {r.step: r for r in journal.steps(command.id)}
+        results = list(done.values())
 
         def record(step: Step, status: StepStatus, detail: str, jobs: list[str] | None = None) -> None:
-            results.append(step_result(command, self.clock.now(), step, status, detail, jobs))
+            result = step_result(command, self.clock.now(), step, status, detail, jobs)
+            journal.record(result, result.ts)
+            results.append(result)
 
-        if self.clock.now() > command.expires_ts:
+        if Step.VERIFY in done:
+            return results
+        if not done and self.clock.now() > command.expires_ts:  # one already started is finished, not dropped
             record(Step.VERIFY, StepStatus.FAILED, "command expired before it could be carried out")
             return results
         try:
             jobs = self.scheduler.jobs_on(command.node)
-            if command.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE:
-                skipped = {j: why for j in jobs if (why := self._not_worth_it(j))}
-                wanted = [j for j in jobs if j not in skipped]
-                acked = [j for j in wanted if self.scheduler.checkpoint(j)]
-                missing = sorted(set(wanted) - set(acked))
-                status = StepStatus.OK if not missing else StepStatus.FAILED
-                if jobs and len(skipped) == len(jobs):
-                    status = StepStatus.SKIPPED
-                detail = f"{len(acked)}/{len(wanted)} job(s) checkpointed" + (
-                    f"; no ack from {missing}" if missing else ""
-                ) + "".join(f"; {j} not checkpointed: {why}" for j, why in sorted(skipped.items()))
-                record(Step.CHECKPOINT, status, detail, acked)
-            current = self.scheduler.drain_reason(command.node)
-            if current == command.drain_reason:
-                record(Step.DRAIN, StepStatus.SKIPPED, "already drained by this command")
-            else:
-                self.scheduler.drain(command.node, command.drain_reason)
-                record(Step.DRAIN, StepStatus.OK, f"drained: {command.drain_reason}")
-            for job in jobs:
-                self.scheduler.requeue(job)
-            record(
-                Step.REQUEUE,
-                StepStatus.OK if jobs else StepStatus.SKIPPED,
-                f"requeued {len(jobs)} job(s)" if jobs else "no jobs on the node",
-                jobs,
-            )
+            if command.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE and Step.CHECKPOINT not in done:
+                record(Step.CHECKPOINT, *self._checkpoint(jobs))
+            if Step.DRAIN not in done:
+                current = self.scheduler.drain_reason(command.node)
+                if current == command.drain_reason:
+                    record(Step.DRAIN, StepStatus.SKIPPED, "already drained by this command")
+                else:
+                    self.scheduler.drain(command.node, command.drain_reason)
+                    record(Step.DRAIN, StepStatus.OK, f"drained: {command.drain_reason}")
+            if Step.REQUEUE not in done:
+                for job in jobs:
+                    self.scheduler.requeue(job)
+                record(Step.REQUEUE, StepStatus.OK if jobs else StepStatus.SKIPPED,
+                       f"requeued {len(jobs)} job(s)" if jobs else "no jobs on the node", jobs)
             left = self.scheduler.jobs_on(command.node)
             drained = self.scheduler.drain_reason(command.node) == command.drain_reason
             ok = drained and not left
-            record(
-                Step.VERIFY,
-                StepStatus.OK if ok else StepStatus.FAILED,
-                "node drained and empty" if ok else f"drained={drained}, jobs still on node: {left}",
-            )
+            record(Step.VERIFY, StepStatus.OK if ok else StepStatus.FAILED,
+                   "node drained and empty" if ok else f"drained={drained}, jobs still on node: {left}")
         except SentinelError as exc:
             log.error("command %s on %s failed: %s", command.id, command.node, exc)
             record(Step.VERIFY, StepStatus.FAILED, f"scheduler error: {exc}")
         return results
 
+    def _checkpoint(self, jobs: list[str]) -> tuple[StepStatus, str, list[str]]:
+        skipped = {j: why for j in jobs if (why := self._not_worth_it(j))}
+        wanted = [j for j in jobs if j not in skipped]
+        acked = [j for j in wanted if self.scheduler.checkpoint(j)]
+        missing = sorted(set(wanted) - set(acked))
+        status = StepStatus.OK if not missing else StepStatus.FAILED
+        if jobs and len(skipped) == len(jobs):
+            status = StepStatus.SKIPPED
+        detail = f"{len(acked)}/{len(wanted)} job(s) checkpointed" + (
+            f"; no ack from {missing}" if missing else ""
+        ) + "".join(f"; {j} not checkpointed: {why}" for j, why in sorted(skipped.items()))
+        return status, detail, acked
 
     def _not_worth_it(self, job: str) -> str | None:
         """Why checkpointing ``job`` now would buy nothing (cost awareness), or None to checkpoint it."""
@@ -102,13 +110,17 @@ class DryRunActuator:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
 
-    def execute(self, command: Command) -> list[ActionResult]:
+    def execute(self, command: Command, journal: StepLog | None = None) -> list[ActionResult]:
         steps = [Step.DRAIN, Step.REQUEUE, Step.VERIFY]
         if command.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE:
             steps.insert(0, Step.CHECKPOINT)
         now = self.clock.now()
-        return [step_result(command, now, step, StepStatus.DRY_RUN, f"dry-run: would {step.value} {command.node}")
-                for step in steps]
+        results = [step_result(command, now, step, StepStatus.DRY_RUN,
+                               f"dry-run: would {step.value} {command.node}") for step in steps]
+        if journal is not None:
+            for result in results:
+                journal.record(result, now)
+        return results
 
 
 def step_result(command: Command, ts: float, step: Step, status: StepStatus, detail: str,

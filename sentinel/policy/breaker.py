@@ -3,7 +3,8 @@
 When an action would exceed the cap, the breaker opens and every later disruptive action is observe-only
 until an operator runs ``sentinel breaker reset``. It never closes by itself: a storm of findings across the
 fleet (a bad driver rollout, a telemetry outage) is more likely our problem than the hardware's.
-State lives in the store so a restart cannot reset it.
+State lives in the store so a restart cannot reset it. Judging is pure (``admission``): the controller reads the
+state under the store's lock, judges, and writes the next state in the same transaction as the decision.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import math
 from dataclasses import dataclass
 
 from sentinel.config import BreakerConfig
-from sentinel.metrics import Metrics
-from sentinel.store.repository import BreakerRow, Repository
+from sentinel.store.unit import BreakerRow
 
 
 @dataclass(frozen=True)
@@ -43,29 +43,6 @@ def admission(state: BreakerRow, node: str, fleet_size: int, now: float,
     return Verdict(True, ""), BreakerRow(False, "", state.changed_ts, [*recent, (now, node)])
 
 
-class Breaker:
-    def __init__(self, repo: Repository, config: BreakerConfig, metrics: Metrics) -> None:
-        self.repo = repo
-        self.config = config
-        self.metrics = metrics
-
-    def state(self) -> BreakerRow:
-        return self.repo.load_breaker() or BreakerRow(False, "", 0.0, [])
-
-    def limit(self, fleet_size: int) -> int:
-        return limit(self.config, fleet_size)
-
-    def admit(self, node: str, fleet_size: int, now: float) -> Verdict:
-        """Count ``node`` against the window if it fits; otherwise open the breaker and refuse. Read, decision
-        and write happen under the store's breaker lock (``Repository.update_breaker``), so two controllers
-        cannot both take the last place."""
-        verdict = self.repo.update_breaker(lambda state: admission(state, node, fleet_size, now, self.config))
-        self.metrics.breaker_open.set(0 if verdict.allowed else 1)
-        return verdict
-
-    def reset(self, now: float) -> BreakerRow:
-        """Close the breaker and forget the window (operator action)."""
-        row = BreakerRow(False, "reset by operator", now, [])
-        self.repo.save_breaker(row)
-        self.metrics.breaker_open.set(0)
-        return row
+def reset(now: float) -> BreakerRow:
+    """The state after an operator's ``sentinel breaker reset``: closed, with an empty window."""
+    return BreakerRow(False, "reset by operator", now, [])

@@ -1,102 +1,108 @@
-"""The policy: plan -> hysteresis -> guards -> breaker, producing one Decision per incident and action level.
+"""The policy: plan -> hysteresis -> guards -> breaker, as pure functions of a finding, its incident and facts.
 
-Every rail that holds an action back counts it in ``sentinel_guard_blocks_total{guard=...}``: low_confidence
-and hysteresis (the plan drops to an alert), the guards (dedup, opt_out, cooldown, observe_only) and the
-breaker (the decision is recorded as OBSERVE). Lemon nodes are named in the decision's reason.
+``decide`` reads nothing and writes nothing: the controller reads the ``Facts`` once (inside the transaction that
+holds the breaker's lock), and stores what comes back (the decision, the breaker's next state) together with the
+outgoing command. Every rail that holds an action back is named in the judgement's ``held_back`` so the caller
+counts it in ``sentinel_guard_blocks_total{guard=...}``: low_confidence and hysteresis (the plan drops to an
+alert), the guards (dedup, in_flight, opt_out, cooldown, observe_only) and the breaker (the decision is recorded
+as OBSERVE). Lemon nodes are named in the decision's reason.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sentinel.config import PolicyConfig
 from sentinel.events import ActionKind, Decision, Finding, Incident, Mode, Recommendation
-from sentinel.metrics import Metrics
 from sentinel.policy import plans
-from sentinel.policy.breaker import Breaker
+from sentinel.policy.breaker import admission
 from sentinel.policy.guards import GUARDS, Guard, GuardContext, Proposal
-from sentinel.store.repository import Repository
+from sentinel.store.unit import BreakerRow
 
 
-class PolicyEngine:
-    def __init__(
-        self,
-        repo: Repository,
-        config: PolicyConfig,
-        breaker: Breaker,
-        metrics: Metrics,
-        guards: dict[str, Guard] | None = None,
-    ) -> None:
-        self.repo = repo
-        self.config = config
-        self.breaker = breaker
-        self.metrics = metrics
-        self.guards = GUARDS if guards is None else guards
+@dataclass(frozen=True)
+class Facts:
+    """What the policy knows of the world beyond the finding and its incident, read once per finding."""
 
-    def decide(self, incident: Incident, finding: Finding, fleet_size: int, now: float) -> Decision | None:
-        """Decide on ``finding`` within ``incident``; ``None`` when nothing new is called for.
+    fleet_size: int
+    prior_action: ActionKind | None  # the incident's last decision on the escalation chain
+    last_executed_ts: float | None  # last disruptive action decided for execution on this node
+    drained_by: str | None  # incident Sentinel holds the node drained for
+    command_in_flight: str | None  # incident of a command on this node that is decided but not finished
+    recent_incidents: int  # incidents on this node inside policy.lemon.window_s
+    breaker: BreakerRow
 
-        Only an action stronger than the incident's last decision yields a new decision, so repeated or
-        redelivered findings never act twice (decision ids are ``<incident>:<action>``).
-        """
-        notes: list[str] = []
-        action = plans.propose(finding, self.config.min_confidence)
-        if action is ActionKind.ALERT and finding.recommendation is Recommendation.CHECKPOINT_DRAIN:
-            self.metrics.guard_blocks.labels("low_confidence").inc()
-            notes.append(f"confidence {finding.confidence:.2f} < policy.min_confidence "
-                         f"{self.config.min_confidence:.2f}: alert only")
-        if action is ActionKind.NONE:
-            return None
-        needed = self.config.hysteresis.min_findings
-        if plans.is_disruptive(action) and not plans.is_fatal_plan(action) and len(incident.finding_ids) < needed:
-            self.metrics.guard_blocks.labels("hysteresis").inc()
-            notes.append(f"waiting for the incident to persist: {len(incident.finding_ids)}/{needed} findings "
-                         "(policy.hysteresis.min_findings)")
-            action = ActionKind.ALERT
-        prior = self.repo.last_decision_action(incident.id)
-        if prior is not None and plans.ACTION_RANK[prior] >= plans.ACTION_RANK[action]:
-            return None
-        blocked: list[str] = []
-        reasons: list[str] = []
-        if plans.is_disruptive(action):
-            proposal = Proposal(incident.node, incident.id, action)
-            ctx = GuardContext(
-                self.config, now, self.repo.last_executed_ts(incident.node), self.repo.drained_by(incident.node)
-            )
-            for name, guard in self.guards.items():
-                reason = guard(proposal, ctx)
-                if reason:
-                    blocked.append(name)
-                    reasons.append(reason)
-            if not blocked:
-                verdict = self.breaker.admit(incident.node, fleet_size, now)
-                if not verdict.allowed:
-                    blocked.append("breaker")
-                    reasons.append(verdict.reason)
-        for name in blocked:
-            self.metrics.guard_blocks.labels(name).inc()
-        mode = Mode.OBSERVE if blocked else Mode.EXECUTE
-        why = f"{finding.rule}: {finding.summary}" + "".join(f" | {n}" for n in [*notes, *self._lemon(incident)])
-        if reasons:
-            why += " | not acting: " + "; ".join(reasons)
-        return self._decision(incident, action, mode, why, blocked, now)
 
-    def operator_request(self, incident: Incident, finding: Finding, now: float) -> Decision | None:
-        """A GPU reset or reboot request for the operator queue after a fatal fault: recorded (OBSERVE), never
-        executed. Its id ``<incident>:<request>`` makes a repeat a no-op in the store."""
-        kind = plans.operator_request(finding)
-        if kind is None:
-            return None
-        why = f"operator queue: {finding.summary}" + "".join(f" | {n}" for n in self._lemon(incident))
-        return self._decision(incident, kind, Mode.OBSERVE, why, [], now)
+@dataclass(frozen=True)
+class Judgement:
+    decision: Decision | None  # None: nothing new is called for
+    breaker: BreakerRow | None  # the breaker's next state; None when unchanged
+    held_back: tuple[str, ...] = ()  # rails that held an action back (sentinel_guard_blocks_total labels)
 
-    def _lemon(self, incident: Incident) -> list[str]:
-        lemon = self.config.lemon
-        count = self.repo.incident_counts(incident.opened_ts - lemon.window_s, incident.node).get(incident.node, 0)
-        if count < lemon.min_incidents:
-            return []
-        return [f"lemon: {count} incidents in {lemon.window_s / 86_400:.0f} d on this node"]
 
-    def _decision(self, incident: Incident, action: ActionKind, mode: Mode, why: str, blocked: list[str],
-                  now: float) -> Decision:
-        self.metrics.decisions.labels(action.value, mode.value).inc()
-        return Decision(id=f"{incident.id}:{action.value}", incident_id=incident.id, node=incident.node, ts=now,
-                        action=action, mode=mode, reason=why[:4096], blocked_by=blocked)
+def decide(incident: Incident, finding: Finding, facts: Facts, config: PolicyConfig, now: float,
+           guards: dict[str, Guard] | None = None) -> Judgement:
+    """Judge ``finding`` within ``incident``. Only an action stronger than the incident's last decision yields a
+    new decision, so repeated or redelivered findings never act twice (decision ids are ``<incident>:<action>``)."""
+    guards = GUARDS if guards is None else guards
+    notes: list[str] = []
+    held: list[str] = []
+    action = plans.propose(finding, config.min_confidence)
+    if action is ActionKind.ALERT and finding.recommendation is Recommendation.CHECKPOINT_DRAIN:
+        held.append("low_confidence")
+        notes.append(f"confidence {finding.confidence:.2f} < policy.min_confidence {config.min_confidence:.2f}: "
+                     "alert only")
+    if action is ActionKind.NONE:
+        return Judgement(None, None)
+    needed = config.hysteresis.min_findings
+    if plans.is_disruptive(action) and not plans.is_fatal_plan(action) and len(incident.finding_ids) < needed:
+        held.append("hysteresis")
+        notes.append(f"waiting for the incident to persist: {len(incident.finding_ids)}/{needed} findings "
+                     "(policy.hysteresis.min_findings)")
+        action = ActionKind.ALERT
+    if facts.prior_action is not None and plans.ACTION_RANK[facts.prior_action] >= plans.ACTION_RANK[action]:
+        return Judgement(None, None)
+    blocked: list[str] = []
+    reasons: list[str] = []
+    breaker: BreakerRow | None = None
+    if plans.is_disruptive(action):
+        proposal = Proposal(incident.node, incident.id, action)
+        ctx = GuardContext(config, now, facts.last_executed_ts, facts.drained_by, facts.command_in_flight)
+        for name, guard in guards.items():
+            reason = guard(proposal, ctx)
+            if reason:
+                blocked.append(name)
+                reasons.append(reason)
+        if not blocked:
+            verdict, breaker = admission(facts.breaker, incident.node, facts.fleet_size, now, config.breaker)
+            if not verdict.allowed:
+                blocked.append("breaker")
+                reasons.append(verdict.reason)
+    mode = Mode.OBSERVE if blocked else Mode.EXECUTE
+    why = f"{finding.rule}: {finding.summary}" + "".join(f" | {n}" for n in [*notes, *_lemon(facts, config)])
+    if reasons:
+        why += " | not acting: " + "; ".join(reasons)
+    return Judgement(_decision(incident, action, mode, why, blocked, now), breaker, (*held, *blocked))
+
+
+def operator_request(incident: Incident, finding: Finding, facts: Facts, config: PolicyConfig,
+                     now: float) -> Decision | None:
+    """A GPU reset or reboot request for the operator queue after a fatal fault: recorded (OBSERVE), never
+    executed. Its id ``<incident>:<request>`` makes a repeat a no-op in the store."""
+    kind = plans.operator_request(finding)
+    if kind is None:
+        return None
+    why = f"operator queue: {finding.summary}" + "".join(f" | {n}" for n in _lemon(facts, config))
+    return _decision(incident, kind, Mode.OBSERVE, why, [], now)
+
+
+def _lemon(facts: Facts, config: PolicyConfig) -> list[str]:
+    if facts.recent_incidents < config.lemon.min_incidents:
+        return []
+    return [f"lemon: {facts.recent_incidents} incidents in {config.lemon.window_s / 86_400:.0f} d on this node"]
+
+
+def _decision(incident: Incident, action: ActionKind, mode: Mode, why: str, blocked: list[str],
+              now: float) -> Decision:
+    return Decision(id=f"{incident.id}:{action.value}", incident_id=incident.id, node=incident.node, ts=now,
+                    action=action, mode=mode, reason=why[:4096], blocked_by=blocked)

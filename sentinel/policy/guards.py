@@ -26,6 +26,7 @@ class GuardContext:
     now: float
     last_executed_ts: float | None  # last disruptive action carried out on this node
     drained_by: str | None  # incident id Sentinel drained this node for, if it is still held drained
+    command_in_flight: str | None = None  # incident of a decided, unfinished command on this node
 
 
 Guard = Callable[[Proposal, GuardContext], str | None]
@@ -34,6 +35,14 @@ Guard = Callable[[Proposal, GuardContext], str | None]
 def already_drained(p: Proposal, ctx: GuardContext) -> str | None:
     """Dedup: a node Sentinel already holds drained needs no second drain, whatever else it reports."""
     return f"node already drained by Sentinel for {ctx.drained_by}" if ctx.drained_by else None
+
+
+def in_flight(p: Proposal, ctx: GuardContext) -> str | None:
+    """Dedup before the result: a node with a drain decided and not yet finished gets no second one (two
+    incidents opened for one node by two controllers during a rebalance, or a new incident racing the first)."""
+    if ctx.command_in_flight and ctx.command_in_flight != p.incident_id:
+        return f"a command for {ctx.command_in_flight} is already under way on this node"
+    return None
 
 
 def opt_out(p: Proposal, ctx: GuardContext) -> str | None:
@@ -58,6 +67,7 @@ def observe_only(p: Proposal, ctx: GuardContext) -> str | None:
 
 GUARDS: dict[str, Guard] = {
     "dedup": already_drained,
+    "in_flight": in_flight,
     "opt_out": opt_out,
     "cooldown": cooldown,
     "observe_only": observe_only,

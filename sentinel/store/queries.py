@@ -6,8 +6,9 @@ from typing import Any
 
 from sqlalchemy import Engine, Table, func, select
 
-from sentinel.events import ActionKind, FindingClass, Incident, IncidentStatus, Mode, Severity
+from sentinel.events import ActionKind, Incident, IncidentStatus, Mode
 from sentinel.store import schema as s
+from sentinel.store.unit import Unit
 
 
 class Queries:
@@ -15,53 +16,26 @@ class Queries:
         self.engine = engine
 
     def open_incident(self, node: str) -> Incident | None:
-        query = (
-            select(s.incidents)
-            .where(s.incidents.c.node == node, s.incidents.c.status != IncidentStatus.RESOLVED.value)
-            .order_by(s.incidents.c.opened_ts.desc())
-            .limit(1)
-        )
         with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-            if row is None:
-                return None
-            ids = (
-                conn.execute(
-                    select(s.findings.c.id).where(s.findings.c.incident_id == row["id"]).order_by(s.findings.c.ts)
-                )
-                .scalars()
-                .all()
-            )
-        return _incident(row, list(ids))
+            return Unit(conn).open_incident(node)
 
     def last_decision_action(self, incident_id: str) -> ActionKind | None:
         with self.engine.connect() as conn:
-            value = conn.execute(_last_decision_query(incident_id)).scalar_one_or_none()
-        return None if value is None else ActionKind(value)
+            return Unit(conn).last_decision_action(incident_id)
 
     def last_executed_ts(self, node: str) -> float | None:
-        """When a disruptive action was last carried out (EXECUTE) on ``node``."""
-        query = select(func.max(s.decisions.c.ts)).where(
-            s.decisions.c.node == node,
-            s.decisions.c.mode == Mode.EXECUTE.value,
-            s.decisions.c.action.in_([ActionKind.CHECKPOINT_DRAIN_REQUEUE.value, ActionKind.DRAIN_REQUEUE.value]),
-        )
+        """When a disruptive action was last decided for execution (EXECUTE) on ``node``."""
         with self.engine.connect() as conn:
-            value = conn.execute(query).scalar_one_or_none()
-        return None if value is None else float(value)
+            return Unit(conn).last_executed_ts(node)
 
     def drained_by(self, node: str) -> str | None:
         with self.engine.connect() as conn:
-            return conn.execute(select(s.nodes.c.drained_incident_id).where(s.nodes.c.name == node)).scalar()
+            return Unit(conn).drained_by(node)
 
     def incident_counts(self, since_ts: float, node: str | None = None) -> dict[str, int]:
         """Incidents opened since ``since_ts`` per node (lemon tracking)."""
-        query = (select(s.incidents.c.node, func.count()).where(s.incidents.c.opened_ts >= since_ts)
-                 .group_by(s.incidents.c.node))
-        if node is not None:
-            query = query.where(s.incidents.c.node == node)
         with self.engine.connect() as conn:
-            return {str(n): int(c) for n, c in conn.execute(query).all()}
+            return Unit(conn).incident_counts(since_ts, node)
 
     def operator_queue(self, limit: int = 1000) -> list[dict[str, Any]]:
         """GPU reset and reboot requests, newest first: recorded for a person, never executed by Sentinel."""
@@ -72,7 +46,7 @@ class Queries:
 
     def node_count(self) -> int:
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.count()).select_from(s.nodes)).scalar_one())
+            return Unit(conn).node_count()
 
     def nodes(self) -> list[dict[str, Any]]:
         open_q = (
@@ -171,33 +145,6 @@ class Queries:
                 ).scalar_one()
             )
         return out
-
-
-def _incident(row: Any, finding_ids: list[str]) -> Incident:
-    return Incident(
-        id=row["id"],
-        node=row["node"],
-        opened_ts=row["opened_ts"],
-        updated_ts=row["updated_ts"],
-        status=IncidentStatus(row["status"]),
-        severity=Severity(row["severity"]),
-        kind=FindingClass(row["kind"]),
-        summary=row["summary"],
-        finding_ids=finding_ids,
-    )
-
-
-_CHAIN = [ActionKind.NONE.value, ActionKind.ALERT.value, ActionKind.CHECKPOINT_DRAIN_REQUEUE.value,
-          ActionKind.DRAIN_REQUEUE.value]  # operator requests sit beside the escalation chain
-
-
-def _last_decision_query(incident_id: str):  # type: ignore[no-untyped-def]
-    return (
-        select(s.decisions.c.action)
-        .where(s.decisions.c.incident_id == incident_id, s.decisions.c.action.in_(_CHAIN))
-        .order_by(s.decisions.c.ts.desc())
-        .limit(1)
-    )
 
 
 _REQUESTS = (ActionKind.REQUEST_GPU_RESET, ActionKind.REQUEST_REBOOT)

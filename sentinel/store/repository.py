@@ -6,13 +6,14 @@ redelivery changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import Engine, delete, or_, select, update
 
 from sentinel.events import (
+    ActionKind,
     ActionResult,
     Command,
     Decision,
@@ -24,16 +25,11 @@ from sentinel.events import (
 from sentinel.store import schema as s
 from sentinel.store.queries import Queries
 from sentinel.store.sql import insert_ignore, upsert
+from sentinel.store.unit import BreakerRow, Unit, breaker_row
+
+__all__ = ["BreakerRow", "Repository"]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class BreakerRow:
-    is_open: bool
-    reason: str
-    changed_ts: float
-    recent: list[tuple[float, str]]
 
 
 class Repository(Queries):
@@ -83,87 +79,56 @@ class Repository(Queries):
                 update_cols=["uuid", "pci_bus_id", "model", "state", "last_seen_ts", "temp_c"],
             )
 
+    def unit(self) -> AbstractContextManager[Unit]:
+        """One transaction: every statement on the ``Unit`` commits together or not at all."""
+        return _unit(self.engine)
+
     def ensure_node(self, node: str, ts: float) -> None:
-        with self.engine.begin() as conn:
-            insert_ignore(
-                conn,
-                s.nodes,
-                [
-                    {
-                        "name": node,
-                        "first_seen_ts": ts,
-                        "last_seen_ts": ts,
-                        "gpu_count": 0,
-                        "boot_id": "",
-                        "drained_incident_id": None,
-                    }
-                ],
-            )
+        with self.unit() as u:
+            u.ensure_node(node, ts)
 
     def save_incident(self, incident: Incident) -> None:
-        row = {
-            "id": incident.id,
-            "node": incident.node,
-            "opened_ts": incident.opened_ts,
-            "updated_ts": incident.updated_ts,
-            "status": incident.status.value,
-            "severity": incident.severity.value,
-            "kind": incident.kind.value,
-            "summary": incident.summary,
-        }
-        with self.engine.begin() as conn:
-            upsert(
-                conn, s.incidents, row, keys=["id"], update_cols=["updated_ts", "status", "severity", "kind", "summary"]
-            )
+        with self.unit() as u:
+            u.save_incident(incident)
 
     def add_finding(self, finding: Finding, incident_id: str | None) -> bool:
         """Store a finding; False if it was already stored (redelivery)."""
-        row = {
-            "id": finding.id,
-            "node": finding.node,
-            "incident_id": incident_id,
-            "ts": finding.ts,
-            "observed_ts": finding.observed_ts,
-            "gpu_index": finding.gpu_index,
-            "kind": finding.kind.value,
-            "rule": finding.rule,
-            "severity": finding.severity.value,
-            "recommendation": finding.recommendation.value,
-            "confidence": finding.confidence,
-            "summary": finding.summary,
-            "evidence": dict(finding.evidence),
-        }
-        with self.engine.begin() as conn:
-            return insert_ignore(conn, s.findings, [row]) > 0
+        with self.unit() as u:
+            return u.add_finding(finding, incident_id)
 
     def add_decision(self, decision: Decision) -> bool:
-        row = {
-            "id": decision.id,
-            "incident_id": decision.incident_id,
-            "node": decision.node,
-            "ts": decision.ts,
-            "action": decision.action.value,
-            "mode": decision.mode.value,
-            "reason": decision.reason,
-            "blocked_by": list(decision.blocked_by),
-        }
-        with self.engine.begin() as conn:
-            return insert_ignore(conn, s.decisions, [row]) > 0
+        with self.unit() as u:
+            return u.add_decision(decision)
 
     def add_command(self, command: Command) -> bool:
-        row = {
-            "id": command.id,
-            "decision_id": command.decision_id,
-            "incident_id": command.incident_id,
-            "node": command.node,
-            "action": command.action.value,
-            "ts": command.ts,
-            "expires_ts": command.expires_ts,
-            "drain_reason": command.drain_reason,
-            "status": "pending",
-        }
+        with self.unit() as u:
+            return u.add_command(command)
+
+    # --- the outbox ----------------------------------------------------------------------------------------
+    def commands_to_send(self, now: float, resend_after_s: float,
+                         limit: int = 100) -> list[tuple[Command, float | None]]:
+        """Pending, unexpired commands never sent, or sent more than ``resend_after_s`` ago with no final result
+        stored yet (the actuator, or its result, may have been lost), with when they were last sent: oldest
+        first."""
+        c = s.commands.c
+        query = (select(s.commands).where(c.status == "pending", c.expires_ts > now,
+                                          or_(c.sent_ts.is_(None), c.sent_ts <= now - resend_after_s))
+                 .order_by(c.ts).limit(limit))
+        with self.engine.connect() as conn:
+            return [(_command(r), r["sent_ts"]) for r in conn.execute(query).mappings()]
+
+    def mark_sent(self, command_id: str, now: float) -> None:
         with self.engine.begin() as conn:
-            return insert_ignore(conn, s.commands, [row]) > 0
+            conn.execute(update(s.commands).where(s.commands.c.id == command_id).values(sent_ts=now))
+
+    def expire_commands(self, now: float) -> list[str]:
+        """Mark pending commands past their expiry ``expired`` (the actuator refuses them); return their ids."""
+        c = s.commands.c
+        with self.engine.begin() as conn:
+            ids = list(conn.execute(select(c.id).where(c.status == "pending", c.expires_ts <= now)).scalars())
+            if ids:
+                conn.execute(update(s.commands).where(c.id.in_(ids)).values(status="expired"))
+        return ids
 
     def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> int:
         """Store results not stored yet (ids are stable); return how many were new (exact for one result)."""
@@ -210,25 +175,19 @@ class Repository(Queries):
     def load_breaker(self) -> BreakerRow | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(s.breaker_state).where(s.breaker_state.c.id == 1)).mappings().first()
-        return None if row is None else _breaker_row(row)
+        return None if row is None else breaker_row(row)
 
     def save_breaker(self, state: BreakerRow) -> None:
-        with self.engine.begin() as conn:
-            _write_breaker(conn, state)
+        with self.unit() as u:
+            u.write_breaker(state)
 
     def update_breaker(self, change: Callable[[BreakerRow], tuple[T, BreakerRow | None]]) -> T:
         """Read the breaker, let ``change`` decide (a pure function: its result and the new state, or None for
-        no change) and write, in one transaction that holds the breaker's lock: any number of controllers on
-        one store see each other's admissions. The first statement writes (an insert of the initial row that
-        is ignored when it exists), which takes SQLite's write lock, so a second writer waits (busy timeout)
-        instead of deciding on a stale window; on PostgreSQL the row is read ``FOR UPDATE``."""
-        with self.engine.begin() as conn:
-            insert_ignore(conn, s.breaker_state, [_breaker_values(BreakerRow(False, "", 0.0, []))])
-            row = conn.execute(select(s.breaker_state).where(s.breaker_state.c.id == 1).with_for_update()
-                               ).mappings().one()
-            result, new = change(_breaker_row(row))
+        no change) and write, in one transaction that holds the breaker's lock (``Unit.lock_breaker``)."""
+        with self.unit() as u:
+            result, new = change(u.lock_breaker())
             if new is not None:
-                _write_breaker(conn, new)
+                u.write_breaker(new)
         return result
 
     def remember_nonce(self, nonce: str, expires_ts: float, now: float) -> bool:
@@ -242,16 +201,14 @@ class Repository(Queries):
                                                             "seen_ts": now}]) > 0
 
 
-def _breaker_row(row: Any) -> BreakerRow:
-    return BreakerRow(bool(row["is_open"]), row["reason"], row["changed_ts"],
-                      [(float(ts), str(node)) for ts, node in row["recent"]])
+
+@contextmanager
+def _unit(engine: Engine) -> Iterator[Unit]:
+    with engine.begin() as conn:
+        yield Unit(conn)
 
 
-def _breaker_values(state: BreakerRow) -> dict[str, Any]:
-    return {"id": 1, "is_open": state.is_open, "reason": state.reason, "changed_ts": state.changed_ts,
-            "recent": [[ts, node] for ts, node in state.recent]}
-
-
-def _write_breaker(conn: Any, state: BreakerRow) -> None:
-    upsert(conn, s.breaker_state, _breaker_values(state), keys=["id"],
-           update_cols=["is_open", "reason", "changed_ts", "recent"])
+def _command(row: Any) -> Command:
+    return Command(id=row["id"], decision_id=row["decision_id"], incident_id=row["incident_id"], node=row["node"],
+                   action=ActionKind(row["action"]), ts=row["ts"], expires_ts=row["expires_ts"],
+                   drain_reason=row["drain_reason"])

@@ -116,7 +116,9 @@ commands = Table(
     Column("ts", Float, nullable=False),
     Column("expires_ts", Float, nullable=False),
     Column("drain_reason", Text, nullable=False),
-    Column("status", ENUM, nullable=False),  # pending | done | failed
+    Column("status", ENUM, nullable=False),  # pending | done | failed | expired
+    Column("sent_ts", Float, nullable=True),  # last publish (outbox): None until sent; re-sent while pending
+    Index(None, "status"),
 )
 
 action_results = Table(
@@ -141,6 +143,30 @@ breaker_state = Table(
     Column("reason", Text, nullable=False),
     Column("changed_ts", Float, nullable=False),
     Column("recent", JSON, nullable=False),  # [[ts, node], ...] actions inside the sliding window
+)
+
+# The actuator's journal: a command it accepted, and each step it carried out, written before the next step,
+# so a command interrupted by a crash resumes at its next step instead of starting over or being lost.
+actuator_commands = Table(
+    "actuator_commands",
+    metadata,
+    Column("command_id", ID, primary_key=True),
+    Column("node", NAME, nullable=False),
+    Column("payload", LargeBinary, nullable=False),  # the Command, codec-encoded
+    Column("expires_ts", Float, nullable=False),
+    Column("accepted_ts", Float, nullable=False),
+    Column("finished_ts", Float, nullable=True),  # set once the verify step is recorded
+    Column("owner", String(200), nullable=True),  # the actuator carrying it out (a lease, so only one does)
+    Column("lease_until_ts", Float, nullable=True),
+    Index(None, "finished_ts"),
+)
+
+actuator_steps = Table(
+    "actuator_steps",
+    metadata,
+    Column("command_id", ID, ForeignKey("actuator_commands.command_id"), primary_key=True),
+    Column("step", ENUM, primary_key=True),
+    Column("payload", LargeBinary, nullable=False),  # the step's ActionResult, codec-encoded
 )
 
 command_nonces = Table(

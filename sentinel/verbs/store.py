@@ -134,12 +134,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_breaker(args: argparse.Namespace) -> int:
-    from sentinel.metrics import Metrics
-    from sentinel.policy.breaker import Breaker
+    from sentinel.policy.breaker import reset
+    from sentinel.store.unit import CLOSED
 
     repo = open_repo(args)
-    breaker = Breaker(repo, load_config(args).policy.breaker, Metrics())
-    state = breaker.reset(time.time()) if args.action == "reset" else breaker.state()
+    if args.action == "reset":
+        state = repo.update_breaker(lambda _: (reset(time.time()),) * 2)
+    else:
+        state = repo.load_breaker() or CLOSED
     data = {
         "open": state.is_open,
         "reason": state.reason,
