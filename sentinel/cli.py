@@ -22,6 +22,7 @@ from sentinel.verbs.advise import add_advise_verbs, add_goodput_overrides
 from sentinel.verbs.bench import (
     cmd_bench_agent,
     cmd_bench_calibration,
+    cmd_bench_chaos,
     cmd_bench_codec,
     cmd_bench_detect,
     cmd_bench_goodput,
@@ -229,6 +230,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_goodput_overrides(goodput)
     goodput.add_argument("--json", action="store_true", help="print results as JSON")
     goodput.set_defaults(func=cmd_bench_goodput)
+    chaos = bench.add_parser("chaos", parents=[common], help="effects exactly once while processes are killed and the "
+                                                              "broker and slurmctld restart (real services)")
+    chaos.add_argument("--slurm-dir", metavar="DIR", help="a Slurm test cluster started by tests/slurm.sh (default: "
+                                                          "$SENTINEL_TEST_SLURM); every job in it is cancelled")
+    chaos.add_argument("--store", metavar="URL", help="PostgreSQL server URL (a fresh database is made and dropped) "
+                                                      "or sqlite (a fresh file); default $SENTINEL_TEST_PG_URL")
+    chaos.add_argument("--duration", type=float, default=300.0, help="seconds of chaos (default 300)")
+    chaos.add_argument("--kills", type=int, default=24, help="kill -9 of a detector or controller (default 24)")
+    chaos.add_argument("--broker-restarts", type=int, default=3, help="broker restarts (default 3)")
+    chaos.add_argument("--slurmctld-restarts", type=int, default=2, help="slurmctld restarts (default 2)")
+    chaos.add_argument("--seed", type=int, default=1, help="seed of the plan (default 1)")
+    chaos.add_argument("--json", action="store_true", help="print results as JSON")
+    chaos.set_defaults(func=cmd_bench_chaos)
     calibration = bench.add_parser("calibration", parents=[common],
                                    help="reliability of the hazard model's probability on a scenario unlike training")
     calibration.add_argument("--scenario", action="append", required=True,

@@ -151,7 +151,10 @@ def build_pipeline(
     repo: Repository,
     actuator: Actuator | None = None,
     transport: Transport | None = None,
+    workers: int = 0,
 ) -> Pipeline:
+    """The one-process pipeline. ``workers`` > 0 runs commands on threads (``sentinel run``: a slurmctld outage
+    must not stop sampling); 0 runs them inline, so ``Pipeline.pump`` returns with every effect done (tests)."""
     validate(config)
     transport = (
         transport if transport is not None else plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
@@ -167,7 +170,8 @@ def build_pipeline(
                           hazard=load_scorer(config.detector.hazard)),
         controller=Controller(transport, repo, config.policy, metrics, clock, signer=signer),
         actuator=ActuatorService(transport, actuator, metrics, clock, verifier=verifier,
-                                 journal=StoreJournal(repo.engine)),
+                                 journal=StoreJournal(repo.engine), workers=workers,
+                                 owner=f"{config.node_name()}/actuator"),
     )
 
 
@@ -204,7 +208,7 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
     clock = SystemClock()
     metrics = Metrics()
     repo = open_repository(config, migrate=True)
-    pipeline = build_pipeline(config, clock, metrics, repo)
+    pipeline = build_pipeline(config, clock, metrics, repo, workers=config.actuator.workers)
 
     def sink(items: list[Item]) -> None:
         try:
@@ -218,8 +222,12 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
     load = build_load_service(config, repo.engine, clock)
     try:
         _run_rounds(config, stop, max_cycles, agent, pipeline, load)
+        if max_cycles is not None:  # a bounded run ends with its commands carried out and their results stored
+            pipeline.actuator.wait()
+            pipeline.pump()
     finally:
         close_metrics()
+        pipeline.actuator.close()
         pipeline.transport.close()
     return pipeline
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # A real Slurm 22.05 cluster on this one host: munged, slurmctld and 4 slurmd (node1..node4), private to DIR.
+# SENTINEL_SLURM_NODES=N starts N slurmd instead (node1..nodeN; `sentinel bench chaos` uses 12).
 #
 #   tests/slurm.sh start DIR          # fresh cluster; prints nothing, writes DIR/slurm.env
 #   tests/slurm.sh stop DIR           # stops exactly the processes it started (PID files in DIR), removes DIR
@@ -13,7 +14,10 @@
 # `slurm` service. Debian packages: munge slurmctld slurmd slurm-client (installed on demand as root).
 set -euo pipefail
 
-NODES=(node1 node2 node3 node4)
+NODE_COUNT="${SENTINEL_SLURM_NODES:-4}"
+[[ "$NODE_COUNT" =~ ^[1-9][0-9]?$ ]] || { printf 'slurm: SENTINEL_SLURM_NODES must be 1..99\n' >&2; exit 1; }
+NODES=()
+for ((n = 1; n <= NODE_COUNT; n++)); do NODES+=("node$n"); done
 READY_TIMEOUT_S="${SENTINEL_SERVICES_READY_TIMEOUT:-30}"
 
 log() { printf 'slurm: %s\n' "$*" >&2; }
@@ -70,7 +74,7 @@ write_conf() {
         gpus+=("$dir/dev/gpu$i")
     done
     cat >"$dir/slurm.conf" <<EOF
-# Written by tests/slurm.sh: a 4-node test cluster on one host.
+# Written by tests/slurm.sh: a ${#NODES[@]}-node test cluster on one host.
 ClusterName=sentinel-test
 SlurmctldHost=localhost
 SlurmctldPort=$ctld_port
@@ -101,14 +105,14 @@ KillWait=2
 MinJobAge=300
 MessageTimeout=5
 GresTypes=gpu
-$(for i in 1 2 3 4; do
+$(for ((i = 1; i <= ${#NODES[@]}; i++)); do
     printf 'NodeName=node%s NodeHostname=localhost NodeAddr=127.0.0.1 Port=%s CPUs=4 RealMemory=1000 Gres=gpu:8 State=UNKNOWN\n' \
         "$i" "$(cut -d' ' -f"$i" <<<"$node_ports")"
 done)
-PartitionName=batch Nodes=node[1-4] Default=YES MaxTime=INFINITE State=UP
+PartitionName=batch Nodes=node[1-${#NODES[@]}] Default=YES MaxTime=INFINITE State=UP
 EOF
     local IFS=,
-    printf 'NodeName=node[1-4] Name=gpu File=%s\n' "${gpus[*]}" >"$dir/gres.conf"
+    printf 'NodeName=node[1-%s] Name=gpu File=%s\n' "${#NODES[@]}" "${gpus[*]}" >"$dir/gres.conf"
 }
 
 start_munge() {
@@ -171,15 +175,15 @@ cmd_start() {
     mkdir -p "$dir"/{dev,spool,ctld-state}
     dir="$(cd "$dir" && pwd -P)"
     chmod 0755 "$dir"
-    # Five distinct free ports: slurmctld's and one per slurmd.
+    # Distinct free ports: slurmctld's and one per slurmd.
     local ports
     ports="$(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(5)]
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]) + 1)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))
-')"
+' "${#NODES[@]}")"
     write_conf "$dir" "${ports%% *}" "${ports#* }"
     start_munge "$dir"
     start_ctld "$dir"
@@ -195,7 +199,12 @@ cmd_stop() {
         # Cancel what the tests left behind so no job step outlives the cluster.
         SLURM_CONF="$dir/slurm.conf" timeout 10 scancel --full --quiet --partition=batch 2>/dev/null || true
     fi
-    for node in "${NODES[@]}"; do stop_recorded "$dir/slurmd-$node.pid" slurmd "slurmd $node"; done
+    local pidfile
+    for pidfile in "$dir"/slurmd-*.pid; do  # every slurmd started here, however many
+        [[ -e "$pidfile" && "$pidfile" != *.daemon.pid ]] || continue
+        node="${pidfile##*/slurmd-}"; node="${node%.pid}"
+        stop_recorded "$pidfile" slurmd "slurmd $node"
+    done
     stop_recorded "$dir/slurmctld.pid" slurmctld slurmctld
     stop_recorded "$dir/munged.pid" munged munged
     rm -rf -- "$dir"

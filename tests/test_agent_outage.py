@@ -19,6 +19,7 @@ from collectors.host import HostCollector
 from collectors.nic import NicCollector
 from collectors.nvml import NvmlCollector
 from sentinel import codec
+from sentinel.bench.brokers import MotoS3, Tansu
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
 from sentinel.events import TelemetrySample
@@ -26,7 +27,6 @@ from sentinel.metrics import Metrics
 from sentinel.testing import FakeNvml, healthy_fields
 from sentinel.transport import TELEMETRY
 from sentinel.transport.kafka import KafkaTransport
-from tests.brokers import MotoS3, Tansu
 
 OUTAGE_S = float(os.environ.get("SENTINEL_TEST_OUTAGE_S", "60"))
 NODES = ("gpu-node-001", "gpu-node-002")

@@ -25,6 +25,7 @@ import pytest
 from sqlalchemy import text
 
 from sentinel import codec
+from sentinel.bench.brokers import Tansu
 from sentinel.config import from_mapping
 from sentinel.daemon import run_controller, run_detector
 from sentinel.events import DeadLetter, GpuReading, GpuState, LogEvent, LogKind, TelemetrySample
@@ -32,7 +33,6 @@ from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.repository import Repository
 from sentinel.transport import DEAD_LETTERS, LOGS, TELEMETRY
 from sentinel.transport.kafka import KafkaTransport
-from tests.brokers import Tansu
 
 NODES = [f"gpu-node-{i:03d}" for i in range(1, 41)]
 LOST_AT = 15  # round in which the first ten nodes lose GPU 3

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from collectors.agent import Slot
 from collectors.host import HostCollector
 from collectors.spool import Spool
+from sentinel.bench.brokers import free_port
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
 from sentinel.metrics import Metrics
-from tests.brokers import free_port
 
 
 def _items(start: int, n: int) -> list[tuple[str, str | None, bytes]]:

@@ -114,3 +114,11 @@ def test_writes_keyed_by_record_id_are_idempotent_on_postgres(pg_url: str) -> No
     repo = Repository(engine)
     _exercise_idempotent_writes(repo)  # asserts each repeated write stores nothing new
     assert repo.counts()["incidents"] == 1
+
+
+def test_a_store_url_in_a_log_line_never_shows_its_password() -> None:
+    from sentinel.store.engine import redacted
+
+    assert redacted("postgresql+psycopg://sentinel:s3cret@db:5432/sentinel") == \
+        "postgresql+psycopg://sentinel:***@db:5432/sentinel"
+    assert redacted("sqlite:///sentinel.db") == "sqlite:///sentinel.db"

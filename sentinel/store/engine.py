@@ -36,6 +36,14 @@ def make_engine(url: str, must_exist: bool = False) -> Engine:
     return engine
 
 
+def redacted(url: str) -> str:
+    """``url`` fit for a log line: its password replaced by ``***`` (the URL as given when it does not parse)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return url
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")

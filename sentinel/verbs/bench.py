@@ -55,6 +55,25 @@ def cmd_bench_pipeline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_chaos(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    from sentinel.bench.chaos import render_chaos, run_chaos
+    from sentinel.errors import ConfigError
+
+    slurm_dir = args.slurm_dir or os.environ.get("SENTINEL_TEST_SLURM")
+    store = args.store or os.environ.get("SENTINEL_TEST_PG_URL")
+    if not slurm_dir or not store:
+        raise ConfigError("bench chaos needs --slurm-dir (or $SENTINEL_TEST_SLURM) and --store (or "
+                          "$SENTINEL_TEST_PG_URL); see docs/benchmarks.md")
+    result = run_chaos(Path(slurm_dir), store, args.duration, args.seed, args.kills, args.broker_restarts,
+                       args.slurmctld_restarts,
+                       progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_chaos(result))
+    return EXIT_OK
+
+
 def cmd_bench_codec(args: argparse.Namespace) -> int:
     from sentinel.bench.codec import render_codec, run_codec_bench
 

@@ -29,7 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     print(
         f"sentinel run: node {cfg.node_name()}, policy {cfg.policy.mode}, actuator {cfg.actuator.kind}, "
-        f"store {cfg.store.url}; Ctrl-C to stop",
+        f"store {_redacted(cfg.store.url)}; Ctrl-C to stop",
         file=sys.stderr,
     )
     pipeline = daemon.run(cfg, stop, max_cycles=args.cycles)
@@ -61,7 +61,7 @@ def _service(args: argparse.Namespace, name: str) -> int:
     cfg = load_config(args)
     daemon.validate(cfg)
     stop = stop_on_signals()
-    print(f"sentinel {name}: {cfg.transport.kind} {cfg.transport.kafka.bootstrap}, store {cfg.store.url}",
+    print(f"sentinel {name}: {cfg.transport.kind} {cfg.transport.kafka.bootstrap}, store {_redacted(cfg.store.url)}",
           file=sys.stderr)
     if name == "detector":
         daemon.run_detector(cfg, stop)
@@ -141,3 +141,7 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _redacted(url: str) -> str:
+    from sentinel.store.engine import redacted  # SQLAlchemy loads slowly: only when a service starts
+
+    return redacted(url)

