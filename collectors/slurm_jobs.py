@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from sentinel.actuator.runner import SubprocessRunner, output_of
 from sentinel.errors import CollectorError
 from sentinel.events import NODE_NAME_PATTERN
+from sentinel.runner import SubprocessRunner, output_of
 
 DEFAULT_INTERVAL_S = 30.0
 Runner = Callable[[list[str]], str]

@@ -1,7 +1,7 @@
 """Labelled training rows from a fleet's telemetry: the same features the detector computes, at a stride, with
 ``y = 1`` when the GPU (or its node, for node-wide faults) fails within the horizon.
 
-Input is a stream of steps, each a mapping of fleet-wide arrays named as in ``sentinel.detector.windows``
+Input is a stream of steps, each a mapping of fleet-wide arrays named as in ``models.fields`` (the windows' layout)
 (GPU fields (N, G), node fields (N,), ``throttle`` (N, G), ``lost`` (N, G)), plus ``t_s`` and ``logs``
 ((node, gpu, xid) tuples). The simulator's steps and its on-disk exports (``sentinel sim export``) both have
 that shape; nothing here imports the simulator.
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, FleetScale, gpu_features
-from sentinel.detector.windows import GPU_FIELDS, NODE_FIELDS, PRECURSOR_XIDS
+from models.fields import GPU_FIELDS, NODE_FIELDS, PRECURSOR_XIDS
 
 Step = Mapping[str, Any]
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from prometheus_client import start_http_server
+from sqlalchemy import Engine
 
 from collectors.agent import Agent, Item, Slot
 from collectors.publisher import SpoolPublisher
@@ -97,6 +98,13 @@ def validate(config: Config) -> None:
         if name not in slots:
             raise ConfigError(f"agent.intervals.{name}: not a configured collector; configured: "
                               f"{', '.join(sorted(slots))}")
+
+
+def refresh_forecasts(engine: Engine, partitions: list[str]) -> dict[str, str]:
+    """Refit the stored demand forecasters of ``partitions`` (the load service calls it after new bins)."""
+    from sentinel.forecast.resident import refresh  # imports the forecaster (and, to fit, scikit-learn)
+
+    return refresh(engine, partitions)
 
 
 def open_repository(config: Config, migrate: bool) -> Repository:
@@ -219,7 +227,7 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
 
     agent = build_agent(config, clock, metrics, sink)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
-    load = build_load_service(config, repo.engine, clock)
+    load = build_load_service(config, repo.engine, clock, refresher=refresh_forecasts)
     try:
         _run_rounds(config, stop, max_cycles, agent, pipeline, load)
         if max_cycles is not None:  # a bounded run ends with its commands carried out and their results stored
@@ -304,7 +312,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
                                        owner=f"{config.node_name()}/actuator")
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
-    load = build_load_service(config, repo.engine, clock)
+    load = build_load_service(config, repo.engine, clock, refresher=refresh_forecasts)
     notify, ready = notifier(), False
     try:
         while not stop.is_set():

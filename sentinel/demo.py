@@ -22,7 +22,7 @@ from sentinel.clock import ManualClock
 from sentinel.config import Config, from_mapping
 from sentinel.daemon import build_pipeline, open_repository
 from sentinel.events import SEVERITY_RANK, Severity
-from sentinel.load.bins import BIN_S, LoadRecorder, bin_start
+from sentinel.load_bins import BIN_S, LoadRecorder, bin_start
 from sentinel.metrics import Metrics
 from sentinel.sim.cluster import SimCluster
 from sentinel.sim.faults import FaultKind, demo_plan

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from sentinel.errors import ValidationError
 from sentinel.events import ActionKind, FindingClass, Mode, Severity, Step, StepStatus
-from sentinel.transport import COMMANDS, FINDINGS, LOGS, RESULTS, TELEMETRY
+from sentinel.topics import COMMANDS, FINDINGS, LOGS, RESULTS, TELEMETRY
 
 HORIZON_PATTERN = re.compile(r"^[1-9][0-9]{0,3}[mhd]\Z")  # "10m", "1h", "3h", "24h": a handful of series
 

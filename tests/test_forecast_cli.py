@@ -15,7 +15,7 @@ import pytest
 from sentinel.cli import main
 from sentinel.demo import DemoOptions, run_demo
 from sentinel.events import Finding, FindingClass, GpuReading, GpuState, Recommendation, Severity, TelemetrySample
-from sentinel.load.bins import ALL, LoadBin
+from sentinel.load_bins import ALL, LoadBin
 from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.load import record_load_bins
 from sentinel.store.repository import Repository

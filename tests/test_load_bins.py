@@ -9,8 +9,8 @@ from sqlalchemy import inspect
 
 from sentinel.errors import ValidationError
 from sentinel.events import GpuReading, TelemetrySample
-from sentinel.load.bins import ALL, LoadBin, LoadRecorder, series
 from sentinel.load.squeue import SqueueSource, job_gpus, parse_squeue
+from sentinel.load_bins import ALL, LoadBin, LoadRecorder, series
 from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.load import load_bins, partitions, record_load_bins
 from sentinel.store.repository import Repository

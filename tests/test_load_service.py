@@ -12,9 +12,10 @@ from sentinel import config as config_mod
 from sentinel.clock import ManualClock
 from sentinel.errors import ConfigError
 from sentinel.events import GpuReading, TelemetrySample
-from sentinel.load.bins import ALL, LoadBin
+from sentinel.forecast.resident import refresh
 from sentinel.load.service import LoadService, build_load_service
 from sentinel.load.squeue import SqueueSource
+from sentinel.load_bins import ALL, LoadBin
 from sentinel.store.load import load_bins, record_load_bins, stored_forecaster
 from sentinel.store.repository import Repository
 from tests.test_load_bins import SQUEUE_2311
@@ -41,7 +42,7 @@ def test_a_bin_per_interval_at_the_boundary_and_the_forecaster_refitted(repo: Re
         return json.dumps(SQUEUE_2311)
 
     clock = ManualClock(START + 30.0)
-    service = LoadService(repo.engine, SqueueSource(squeue), clock, interval_s=600.0)
+    service = LoadService(repo.engine, SqueueSource(squeue), clock, interval_s=600.0, refresher=refresh)
     service.observe([TelemetrySample(node="n1", ts=clock.now(), seq=1, gpus=[GpuReading(index=0, util_gpu_pct=40)])])
     assert service.step() == [] and calls == []  # not due before the next boundary
     clock.advance(600.0)
@@ -59,8 +60,7 @@ def test_a_failing_squeue_is_skipped_and_the_next_interval_records(repo: Reposit
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     answers = iter(["{not json", json.dumps(SQUEUE_2311)])
     clock = ManualClock(START)
-    service = LoadService(repo.engine, SqueueSource(lambda argv: next(answers)), clock, interval_s=60.0,
-                          refit=False)
+    service = LoadService(repo.engine, SqueueSource(lambda argv: next(answers)), clock, interval_s=60.0)
     clock.advance(60.0)
     assert service.step() == [] and "load bins not recorded" in caplog.text
     clock.advance(60.0)

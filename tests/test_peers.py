@@ -74,7 +74,7 @@ def test_the_slurm_job_collector_refuses_unexpected_output_and_bad_node_names() 
 
 def test_the_slurm_job_collector_finds_a_real_running_job_on_its_node(slurm) -> None:  # type: ignore[no-untyped-def]
     """Against the real Slurm test cluster (tests/services.sh starts it)."""
-    from sentinel.actuator.runner import SubprocessRunner, output_of
+    from sentinel.runner import SubprocessRunner, output_of
     from tests.slurm_cluster import wait_for
 
     slurm.reset()

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from sentinel.actuator.runner import Completed
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.slurm_state import SlurmUnreachable, expand_hostlist, parse_jobs, parse_nodes
 from sentinel.config import from_mapping
 from sentinel.config_actuation import SlurmActuatorConfig
 from sentinel.errors import ActuatorError, ConfigError
 from sentinel.hooks import ack
+from sentinel.runner import Completed
 from tests.slurm_cluster import SlurmCluster, wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures" / "slurm"

@@ -28,7 +28,6 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from sentinel.actuator import OWNED_REASON_PREFIX
-from sentinel.actuator.runner import NOT_FOUND, TIMED_OUT, CommandRunner, Completed, SubprocessRunner
 from sentinel.actuator.slurm_state import (
     ON_NODE_STATES,
     SlurmJob,
@@ -42,6 +41,7 @@ from sentinel.actuator.slurm_state import (
 from sentinel.config_actuation import SlurmActuatorConfig
 from sentinel.errors import ActuatorError
 from sentinel.hooks import ack
+from sentinel.runner import NOT_FOUND, TIMED_OUT, CommandRunner, Completed, SubprocessRunner
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from sentinel.events import Finding, FindingClass, GpuReading, Recommendation, Severity, TelemetrySample
-from sentinel.load.bins import ALL, LoadBin
+from sentinel.load_bins import ALL, LoadBin
 from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.load import record_load_bins
 from sentinel.store.repository import Repository

@@ -11,18 +11,11 @@ import math
 
 import numpy as np
 
+from models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
 from sentinel.counters import counter_delta
 from sentinel.events import GpuReading, GpuState, TelemetrySample
 
-__all__ = ["GPU_FIELDS", "NODE_FIELDS", "NodeWindow", "counter_delta"]
-
-# Per GPU, in this order in ``NodeWindow.gpu`` (axis 1).
-GPU_FIELDS = ("temp_c", "power_w", "sm_clock_mhz", "util_pct", "ecc_sbe", "pcie_replay", "nvlink_crc",
-              "remap_pending")
-# Per node, in this order in ``NodeWindow.node`` (axis 1): sample time and InfiniBand counters summed over ports.
-NODE_FIELDS = ("ts", "ib_symbol_error", "ib_link_error_recovery", "ib_link_downed")
-IB_COUNTERS = NODE_FIELDS[1:]
-PRECURSOR_XIDS = frozenset({63, 64})  # row remap pending / failed to remap: the HBM is wearing out (catalog)
+__all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
 
 
 def _f(value: float | int | bool | None) -> float:

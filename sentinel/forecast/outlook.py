@@ -18,7 +18,7 @@ from models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
 from sentinel.errors import ValidationError
 from sentinel.forecast import resident as models
 from sentinel.forecast.risk import FailureModel, FindingsRisk, RiskForecast, forecast_risk
-from sentinel.load.bins import ALL, BIN_S
+from sentinel.load_bins import ALL, BIN_S
 from sentinel.store import load as store
 
 RISK_LOOKBACK_S = 86_400.0

@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from models.forecast import ANCHORS, COARSE, DemandForecaster, LoadSeries
-from sentinel.load.bins import BIN_S, series
+from sentinel.load_bins import BIN_S, series
 from sentinel.store import load as store
 
 HISTORY_S = 28 * 86_400.0

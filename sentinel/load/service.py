@@ -24,7 +24,7 @@ from sentinel.clock import Clock
 from sentinel.config import Config
 from sentinel.errors import SentinelError
 from sentinel.events import TelemetrySample
-from sentinel.load.bins import LoadBin, LoadRecorder, QueueSnapshot
+from sentinel.load_bins import LoadBin, LoadRecorder, QueueSnapshot
 from sentinel.store.load import record_load_bins
 
 log = logging.getLogger(__name__)
@@ -34,21 +34,16 @@ class QueueSource(Protocol):
     def snapshot(self, ts: float) -> QueueSnapshot: ...
 
 
-Refresher = Callable[[Engine, list[str]], dict[str, str]]
-
-
-def _refresh(engine: Engine, partitions: list[str]) -> dict[str, str]:
-    from sentinel.forecast.resident import refresh  # imports the forecaster (and, to fit, scikit-learn)
-
-    return refresh(engine, partitions)
+Refresher = Callable[[Engine, list[str]], dict[str, str]]  # refits the demand forecaster of these partitions
 
 
 class LoadService:
     def __init__(self, engine: Engine, source: QueueSource, clock: Clock, interval_s: float = 600.0,
-                 refit: bool = True, refresher: Refresher = _refresh, source_name: str = "squeue") -> None:
+                 refresher: Refresher | None = None, source_name: str = "squeue") -> None:
+        """``refresher`` (the composition root passes the forecaster's) runs after new bins are stored; None
+        records bins only."""
         self.engine, self.source, self.clock = engine, source, clock
         self.interval_s = interval_s
-        self.refit = refit
         self.refresher = refresher
         self.recorder = LoadRecorder(source=source_name)
         self._due = self._next(clock.now())
@@ -73,7 +68,7 @@ class LoadService:
             log.warning("load bins not recorded at %.0f: %s", boundary, exc)
             return []
         self.recorded += len(bins)
-        if self.refit and bins:
+        if self.refresher is not None and bins:
             try:
                 done = self.refresher(self.engine, sorted({b.partition for b in bins}))
                 refitted = sorted(p for p, what in done.items() if what == "fitted")
@@ -84,8 +79,8 @@ class LoadService:
         return bins
 
 
-def build_load_service(config: Config, engine: Engine, clock: Clock,
-                       source: QueueSource | None = None) -> LoadService | None:
+def build_load_service(config: Config, engine: Engine, clock: Clock, source: QueueSource | None = None,
+                       refresher: Refresher | None = None) -> LoadService | None:
     """The recorder ``load.record`` asks for: squeue (``auto`` picks it when ``actuator.kind = "slurm"``), or
     None (``off``, or ``auto`` without a scheduler Sentinel can read the queue of)."""
     kind = config.load.record
@@ -97,14 +92,14 @@ def build_load_service(config: Config, engine: Engine, clock: Clock,
         from sentinel.load.squeue import SqueueSource
 
         source = SqueueSource(runner=_slurm_runner(config))
-    return LoadService(engine, source, clock, config.load.interval_s, config.load.refit)
+    return LoadService(engine, source, clock, config.load.interval_s, refresher if config.load.refit else None)
 
 
 def _slurm_runner(config: Config) -> Callable[[list[str]], str]:
     """``squeue`` from ``actuator.slurm.bin_dir`` with its ``slurm_conf``, through the actuator's runner seam."""
     import os
 
-    from sentinel.actuator.runner import SubprocessRunner, output_of
+    from sentinel.runner import SubprocessRunner, output_of
 
     slurm = config.actuator.slurm
     runner = SubprocessRunner({"SLURM_CONF": slurm.slurm_conf} if slurm.slurm_conf else None)

@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sentinel.actuator.runner import SubprocessRunner, output_of
 from sentinel.errors import ValidationError
-from sentinel.load.bins import ALL, PartitionLoad, QueueSnapshot
+from sentinel.load_bins import ALL, PartitionLoad, QueueSnapshot
+from sentinel.runner import SubprocessRunner, output_of
 
 RUNNING = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SUSPENDED"})
 PENDING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})

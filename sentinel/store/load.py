@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from sentinel.events import IncidentStatus
-from sentinel.load.bins import LoadBin
+from sentinel.load_bins import LoadBin
 from sentinel.store import schema as s
 from sentinel.store.sql import upsert
 

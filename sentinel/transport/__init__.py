@@ -11,13 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-TELEMETRY = "sentinel.telemetry"
-LOGS = "sentinel.logs"
-FINDINGS = "sentinel.findings"
-COMMANDS = "sentinel.commands"
-RESULTS = "sentinel.results"
-DEAD_LETTERS = "sentinel.dead-letters"
-ALL_TOPICS = (TELEMETRY, LOGS, FINDINGS, COMMANDS, RESULTS, DEAD_LETTERS)
+from sentinel.topics import ALL_TOPICS, COMMANDS, DEAD_LETTERS, FINDINGS, LOGS, RESULTS, TELEMETRY
+
+__all__ = ["ALL_TOPICS", "COMMANDS", "DEAD_LETTERS", "FINDINGS", "LOGS", "RESULTS", "TELEMETRY", "Consumer",
+           "Message", "Transport"]
 
 
 @dataclass(frozen=True, slots=True)
