@@ -25,15 +25,15 @@ demo: $(STAMP)
 # tests/services.sh starts the real services the tests use (PostgreSQL now) and stops exactly what it started.
 # pytest exits 5 when it collected no test: that fails the target too.
 test: $(TEST_STAMP)
-	$(BIN)/ruff check sentinel collectors models migrations tests
-	$(BIN)/mypy sentinel collectors models
+	$(BIN)/ruff check sentinel collectors models benchmarks migrations tests
+	$(BIN)/mypy sentinel collectors models benchmarks
 	@bash tests/debian-deps.sh
 	@bash -c 'set -e; trap "bash tests/services.sh stop" EXIT; bash tests/services.sh start; \
 		eval "$$(bash tests/services.sh env)"; $(BIN)/python -m pytest $(PYTEST_ARGS)'
 
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check sentinel collectors models migrations tests
-	$(BIN)/mypy sentinel collectors models
+	$(BIN)/ruff check sentinel collectors models benchmarks migrations tests
+	$(BIN)/mypy sentinel collectors models benchmarks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache sentinel-demo.db*

@@ -16,24 +16,12 @@ from typing import Any
 
 from sentinel.errors import SentinelError
 from sentinel.verbs import EXIT_ERROR, EXIT_OK
-from sentinel.verbs.actuate import cmd_bench_actuate, cmd_resume
+from sentinel.verbs.actuate import cmd_resume
 from sentinel.verbs.actuation import cmd_keygen, cmd_requests
-from sentinel.verbs.advise import add_advise_verbs, add_goodput_overrides
-from sentinel.verbs.bench import (
-    cmd_bench_agent,
-    cmd_bench_calibration,
-    cmd_bench_chaos,
-    cmd_bench_codec,
-    cmd_bench_detect,
-    cmd_bench_goodput,
-    cmd_bench_pipeline,
-    cmd_bench_sim,
-    cmd_demo,
-)
+from sentinel.verbs.advise import add_advise_verbs
+from sentinel.verbs.demo import cmd_demo
 from sentinel.verbs.forecast import add_forecast_verbs
 from sentinel.verbs.models import cmd_model_list, cmd_model_show, cmd_train
-from sentinel.verbs.ops import add_bench_alerting
-from sentinel.verbs.server_bench import add_server_bench_parsers
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_export, cmd_sim_plan
 from sentinel.verbs.store import (
@@ -47,7 +35,7 @@ from sentinel.verbs.store import (
 )
 
 
-def _common(top: bool) -> argparse.ArgumentParser:
+def common_options(top: bool) -> argparse.ArgumentParser:
     """Options accepted before or after the verb; after the verb they must not reset what was given before."""
     common = argparse.ArgumentParser(add_help=False)
 
@@ -66,10 +54,10 @@ def _common(top: bool) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common(top=False)
+    common = common_options(top=False)
     parser = argparse.ArgumentParser(
         prog="sentinel",
-        parents=[_common(top=True)],
+        parents=[common_options(top=True)],
         description="Sentinel: predict GPU node failures and move training jobs off failing nodes before they crash.",
         epilog="Start with `sentinel demo`. Each verb has its own --help.",
     )
@@ -171,108 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
     model_show.add_argument("name", metavar="NAME", help="a model name, a model directory, or `latest`")
     model_show.add_argument("--models-dir", metavar="DIR", help="default detector.hazard.models_dir")
     model_show.set_defaults(func=cmd_model_show)
-
-    bench = verbs.add_parser("bench", help="benchmarks").add_subparsers(dest="sub", required=True)
-    codec = bench.add_parser("codec", parents=[common], help="wire codec speed: msgspec JSON vs alternatives")
-    codec.add_argument("--messages", type=int, default=20_000, help="messages per codec (default 20000)")
-    codec.add_argument("--json", action="store_true", help="print results as JSON")
-    codec.set_defaults(func=cmd_bench_codec)
-    agent_bench = bench.add_parser("agent", parents=[common], help="CPU cost of one agent sampling cycle")
-    agent_bench.add_argument("--cycles", type=int, default=300, help="cycles to measure (default 300)")
-    agent_bench.add_argument("--json", action="store_true", help="print results as JSON")
-    agent_bench.set_defaults(func=cmd_bench_agent)
-    pipe = bench.add_parser("pipeline", parents=[common], help="detector throughput vs bare Kafka consumption")
-    pipe.add_argument("--broker", required=True, metavar="HOST:PORT", help="Kafka bootstrap (fresh topics are made)")
-    pipe.add_argument("--messages", type=int, default=100_000, help="node-messages to produce (default 100000)")
-    pipe.add_argument("--nodes", type=int, default=1000, help="distinct nodes (default 1000)")
-    pipe.add_argument("--json", action="store_true", help="print results as JSON")
-    pipe.set_defaults(func=cmd_bench_pipeline)
-    sim_bench = bench.add_parser("sim", parents=[common], help="simulator generation speed")
-    sim_bench.add_argument("--scenario", default="llama3-mix", help="scenario name or file (default llama3-mix)")
-    sim_bench.add_argument("--steps", type=int, default=360, help="steps to generate (default 360)")
-    sim_bench.add_argument("--background", choices=("on", "off"), default="on",
-                           help="off: generate the clean fleet (default on)")
-    sim_bench.add_argument("--json", action="store_true", help="print results as JSON")
-    sim_bench.set_defaults(func=cmd_bench_sim)
-    detect = bench.add_parser("detect", parents=[common], help="score detection on a scenario against its ground "
-                                                               "truth, beside static thresholds and react-on-crash")
-    detect.add_argument("--scenario", required=True, help="scenario name or file")
-    detect.add_argument("--healthy-sample", type=float, default=1.0,
-                        help="share of nodes without any ground-truth event to feed (default 1: all)")
-    detect.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole scenario)")
-    detect.add_argument("--max-fraction", type=float, default=0.1,
-                        help="circuit breaker: share of the fleet drained per hour (default 0.1, the product default)")
-    detect.add_argument("--event-windows", action="store_true",
-                        help="feed nodes with a ground-truth event only around it (2 h before its precursor to 5 min "
-                             "after failure): for fleets of thousands of nodes over weeks")
-    detect.add_argument("--model", metavar="DIR",
-                        help="hazard model directory; `none` for rules only (default: the model trained on the "
-                             "shipped `train` scenario, trained on first use and cached)")
-    detect.add_argument("--background", choices=("on", "off"), default="on",
-                        help="`off` scores the scenario on a clean fleet (its [background] switched off), to compare "
-                             "with the realistic one (default on: as the scenario file says)")
-    detect.add_argument("--json", action="store_true", help="print results as JSON")
-    detect.set_defaults(func=cmd_bench_detect)
-    goodput = bench.add_parser("goodput", parents=[common],
-                               help="ETTR of each system (reactive, static thresholds, Sentinel, oracle) on a "
-                                    "scenario's failures, with the checkpoint interval that maximises it")
-    goodput.add_argument("--scenario", required=True, help="scenario name or file (e.g. llama3-54d)")
-    goodput.add_argument("--healthy-nodes", type=int, default=16,
-                         help="event-free nodes fed the whole run; their false drains are scaled to the rest "
-                              "(default 16)")
-    goodput.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole scenario)")
-    goodput.add_argument("--model", metavar="DIR", help="hazard model directory; `none` for rules only (default: "
-                                                         "the cached model trained on `train`)")
-    goodput.add_argument("--background", choices=("on", "off"), default="on",
-                         help="`off`: the scenario on a clean fleet (default on)")
-    goodput.add_argument("--workers", type=int, help="processes for the detection replay, each replaying a "
-                                                     "consecutive part of the run (default: CPUs, at most 4)")
-    add_goodput_overrides(goodput)
-    goodput.add_argument("--json", action="store_true", help="print results as JSON")
-    goodput.set_defaults(func=cmd_bench_goodput)
-    chaos = bench.add_parser("chaos", parents=[common], help="effects exactly once while processes are killed and the "
-                                                              "broker and slurmctld restart (real services)")
-    chaos.add_argument("--slurm-dir", metavar="DIR", help="a Slurm test cluster started by tests/slurm.sh (default: "
-                                                          "$SENTINEL_TEST_SLURM); every job in it is cancelled")
-    chaos.add_argument("--store", metavar="URL", help="PostgreSQL server URL (a fresh database is made and dropped) "
-                                                      "or sqlite (a fresh file); default $SENTINEL_TEST_PG_URL")
-    chaos.add_argument("--duration", type=float, default=300.0, help="seconds of chaos (default 300)")
-    chaos.add_argument("--kills", type=int, default=24, help="kill -9 of a detector or controller (default 24)")
-    chaos.add_argument("--broker-restarts", type=int, default=3, help="broker restarts (default 3)")
-    chaos.add_argument("--slurmctld-restarts", type=int, default=2, help="slurmctld restarts (default 2)")
-    chaos.add_argument("--seed", type=int, default=1, help="seed of the plan (default 1)")
-    chaos.add_argument("--json", action="store_true", help="print results as JSON")
-    chaos.set_defaults(func=cmd_bench_chaos)
-    calibration = bench.add_parser("calibration", parents=[common],
-                                   help="reliability of the hazard model's probability on a scenario unlike training")
-    calibration.add_argument("--scenario", action="append", required=True,
-                             help="scenario name or file (repeat for several curves in one plot)")
-    calibration.add_argument("--model", metavar="DIR", help="hazard model directory (default: the cached model)")
-    calibration.add_argument("--background", choices=("on", "off"), default="on",
-                             help="`off`: the scenario on a clean fleet (default on)")
-    calibration.add_argument("--max-steps", type=int, help="stop after this many steps (default: the whole run)")
-    calibration.add_argument("--plot", metavar="PNG", help="write the reliability curves to this PNG (needs the "
-                                                           "plot extra)")
-    calibration.add_argument("--json", action="store_true", help="print results as JSON")
-    calibration.set_defaults(func=cmd_bench_calibration)
-    add_server_bench_parsers(bench, common)
-    add_forecast_verbs(verb, bench, common)
-    add_bench_alerting(bench, common)
-    actuate = bench.add_parser("actuate", parents=[common], help="decision -> drain, checkpoint -> ack and requeue -> "
-                                                                 "running on a running Slurm cluster (SLURM_CONF)")
-    actuate.add_argument("--slurm-conf", metavar="FILE", help="the cluster's slurm.conf (default: $SLURM_CONF)")
-    actuate.add_argument("--drains", type=int, default=30, help="decision -> drain samples (default 30)")
-    actuate.add_argument("--checkpoints", type=int, default=5, help="checkpoint handshakes (default 5)")
-    actuate.add_argument("--requeues", type=int, default=3, help="requeues of the job (default 3)")
-    actuate.add_argument("--workdir", metavar="DIR", help="folder shared with the nodes for the job's checkpoints "
-                                                          "and acknowledgements (default: a new temporary folder)")
-    actuate.add_argument("--json", action="store_true", help="print results as JSON")
-    actuate.set_defaults(func=cmd_bench_actuate)
+    add_forecast_verbs(verb)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    return run(build_parser(), argv)
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen verb with the exit codes and error handling above (``sentinel-bench``
+    shares it)."""
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.debug else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -1,6 +1,6 @@
 """Wire encoding of ``sentinel.events`` records: msgspec JSON, validated on decode.
 
-JSON rather than MessagePack: ``sentinel bench codec`` measured both (docs/benchmarks.md) and JSON is within a
+JSON rather than MessagePack: ``sentinel-bench codec`` measured both (docs/benchmarks.md) and JSON is within a
 small factor while staying readable with any Kafka console tool. Decoding checks the tag, every field's type
 and constraints (finite numbers, name patterns, ranges) and the schema version; anything wrong raises
 ``CodecError`` with a reason and nothing else.

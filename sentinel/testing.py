@@ -2,7 +2,7 @@
 
 ``FakeNvml`` answers the subset of ``pynvml`` functions the NVML collector calls, with pynvml's own error
 classes, constants and ``c_nvmlFieldValue_t`` structures, so the collector's code path is the production one.
-Tests (and ``sentinel bench agent``) change a ``FakeGpu``'s fields to make it run hot, count ECC errors, raise
+Tests (and ``sentinel-bench agent``) change a ``FakeGpu``'s fields to make it run hot, count ECC errors, raise
 an Xid event or fall off the bus.
 """
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real Slurm 22.05 cluster on this one host: munged, slurmctld and 4 slurmd (node1..node4), private to DIR.
-# SENTINEL_SLURM_NODES=N starts N slurmd instead (node1..nodeN; `sentinel bench chaos` uses 12).
+# SENTINEL_SLURM_NODES=N starts N slurmd instead (node1..nodeN; `sentinel-bench chaos` uses 12).
 #
 #   tests/slurm.sh start DIR          # fresh cluster; prints nothing, writes DIR/slurm.env
 #   tests/slurm.sh stop DIR           # stops exactly the processes it started (PID files in DIR), removes DIR

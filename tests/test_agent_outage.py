@@ -14,12 +14,12 @@ import time
 import uuid
 from pathlib import Path
 
+from benchmarks.brokers import MotoS3, Tansu
 from collectors.agent import Slot
 from collectors.host import HostCollector
 from collectors.nic import NicCollector
 from collectors.nvml import NvmlCollector
 from sentinel import codec
-from sentinel.bench.brokers import MotoS3, Tansu
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
 from sentinel.events import TelemetrySample

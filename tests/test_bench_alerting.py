@@ -1,4 +1,4 @@
-"""`sentinel bench alerting` against the real Prometheus: the baseline rules load, the exporter's pages are
+"""`sentinel-bench alerting` against the real Prometheus: the baseline rules load, the exporter's pages are
 parsable exposition in dcgm-exporter's format, and a short run times both systems on the same faults (thermal
 with a precursor, GSP without)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sentinel.bench.alerting import Options, plan, run_alerting
-from sentinel.bench.promstack import baseline_rules, exposition
+from benchmarks.alerting import Options, plan, run_alerting
+from benchmarks.promstack import baseline_rules, exposition
 from sentinel.errors import ValidationError
 from sentinel.sim.fleet import Fleet
 from tests.prom import tool

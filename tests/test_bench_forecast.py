@@ -1,4 +1,4 @@
-"""sentinel bench forecast on a tiny generated folder in the Helios format (written here, not committed)."""
+"""sentinel-bench forecast on a tiny generated folder in the Helios format (written here, not committed)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sentinel.bench.forecast import run_forecast_bench, smape
-from sentinel.cli import main
+from benchmarks.cli import main as bench_main
+from benchmarks.forecast import run_forecast_bench, smape
 
 HEADER = ("time,total_job_num,running_job_num,pending_job_num,total_gpu_num,running_gpu_num,pending_gpu_num,"
           "idle_gpu_num,gpu_utilization")
@@ -62,12 +62,12 @@ def test_bench_scores_model_and_baselines_per_target_and_horizon(trace_dir: Path
 
 
 def test_bench_forecast_cli_prints_json(trace_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "forecast", "--data", str(trace_dir), "--train-days", "7", "--json"]) == 0
+    assert bench_main(["forecast", "--data", str(trace_dir), "--train-days", "7", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert "1h" in result["model"]["smape"]["running_gpu_num"]
 
 
 def test_bench_forecast_refuses_a_folder_without_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "other.csv").write_text("a,b\n1,2\n")
-    assert main(["bench", "forecast", "--data", str(tmp_path)]) == 1
+    assert bench_main(["forecast", "--data", str(tmp_path)]) == 1
     assert "no CSV with columns" in capsys.readouterr().err

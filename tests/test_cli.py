@@ -18,11 +18,25 @@ def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run([*SENTINEL, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
-def test_help_lists_every_verb() -> None:
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "benchmarks.cli", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_help_lists_every_operator_verb_and_no_benchmark() -> None:
     result = _run("--help")
     assert result.returncode == 0
-    for verb in ("run", "demo", "config", "db", "nodes", "incidents", "status", "breaker", "bench"):
+    for verb in ("run", "demo", "config", "db", "nodes", "incidents", "status", "breaker", "forecast", "advise"):
         assert f"    {verb}" in result.stdout
+    assert "    bench" not in result.stdout and "benchmark" not in result.stdout.lower()
+
+
+def test_the_benchmarks_have_their_own_command() -> None:
+    result = _bench("--help")
+    assert result.returncode == 0 and result.stdout.startswith("usage: sentinel-bench")
+    for name in ("codec", "agent", "pipeline", "detect", "goodput", "chaos", "calibration", "smd", "asd",
+                 "forecast", "forecast-fleet", "alerting", "actuate"):
+        assert f"    {name}" in result.stdout, name
 
 
 def test_config_check_prints_the_normalised_config(tmp_path: Path) -> None:
@@ -136,7 +150,7 @@ def test_run_collects_this_host_and_records_it(tmp_path: Path) -> None:
 
 
 def test_bench_codec_reports_every_codec_as_json() -> None:
-    result = _run("bench", "codec", "--messages", "300", "--json")
+    result = _bench("codec", "--messages", "300", "--json")
     assert result.returncode == 0, result.stderr
     codecs = json.loads(result.stdout)["codecs"]
     assert "msgspec-json (ours, validated)" in codecs
@@ -144,7 +158,7 @@ def test_bench_codec_reports_every_codec_as_json() -> None:
 
 
 def test_bench_agent_reports_the_cost_of_a_cycle_as_json() -> None:
-    result = _run("bench", "agent", "--cycles", "20", "--json")
+    result = _bench("agent", "--cycles", "20", "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["cpu_us_per_cycle"] > 0 and data["goal_pct_at_1hz"] == 0.3

@@ -159,7 +159,7 @@ def test_a_warm_forecast_imports_no_scikit_learn(store: Path, tmp_path: Path) ->
 
 
 def test_the_parser_repeats_the_server_bench_intervals() -> None:
-    from sentinel.bench.server import DEFAULT_INTERVAL_S
-    from sentinel.verbs import server_bench
+    from benchmarks import server_verbs
+    from benchmarks.server import DEFAULT_INTERVAL_S
 
-    assert server_bench.DEFAULT_INTERVAL_S == DEFAULT_INTERVAL_S
+    assert server_verbs.DEFAULT_INTERVAL_S == DEFAULT_INTERVAL_S

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from sentinel.bench.baselines import Signal
-from sentinel.bench.goodput import job_layout, stops_for
-from sentinel.cli import main
+from benchmarks.baselines import Signal
+from benchmarks.cli import main as bench_main
+from benchmarks.goodput import job_layout, stops_for
 from sentinel.goodput import analytic
 from sentinel.goodput.params import Goodput
 from sentinel.goodput.timeline import Costs, Kind, Stop, simulate
@@ -121,7 +121,7 @@ def test_bench_goodput_end_to_end_on_a_small_fleet(tmp_path, capsys) -> None:
                     '[faults.hbm]\nrate_per_1000_node_days = 150.0\nprecursor_s = [1800.0, 3600.0]\n'
                     'no_precursor_share = 0.0\n[faults.silent]\nrate_per_1000_node_days = 80.0\n'
                     '[goodput]\nspare_nodes = 4\n', encoding="utf-8")
-    assert main(["bench", "goodput", "--scenario", str(path), "--model", "none", "--healthy-nodes", "2",
+    assert bench_main(["goodput", "--scenario", str(path), "--model", "none", "--healthy-nodes", "2",
                  "--restart-s", "300", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["params"]["restart_s"] == 300.0 and r["jobs"] == 2 and r["spare_pool"] == 8

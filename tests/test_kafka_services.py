@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from benchmarks.brokers import Tansu
 from sentinel import codec
-from sentinel.bench.brokers import Tansu
 from sentinel.config import from_mapping
 from sentinel.daemon import run_controller, run_detector
 from sentinel.events import DeadLetter, GpuReading, GpuState, LogEvent, LogKind, TelemetrySample

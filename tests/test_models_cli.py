@@ -1,4 +1,4 @@
-"""`sentinel sim export` -> `sentinel train` -> `sentinel model list|show` -> `sentinel bench detect --model`."""
+"""`sentinel sim export` -> `sentinel train` -> `sentinel model list|show` -> `sentinel-bench detect --model`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ from models.features import FEATURES
 
 def sentinel(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "sentinel.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "benchmarks.cli", *args], capture_output=True, text=True,
+                          timeout=300)
 
 
 def test_a_model_trained_on_an_export_is_listed_shown_and_scores_a_scenario(tmp_path: Path) -> None:
@@ -28,13 +33,13 @@ def test_a_model_trained_on_an_export_is_listed_shown_and_scores_a_scenario(tmp_
     shown = json.loads(sentinel("model", "show", "latest", "--models-dir", str(models), "-o", "json").stdout)
     assert shown["features"] == list(FEATURES) and shown["horizon_s"] == 3600.0
     assert len(shown["training"]["data_hash"]) == 64
-    done = sentinel("bench", "detect", "--scenario", "smoke", "--max-steps", "1800", "--max-fraction", "1",
+    done = bench("detect", "--scenario", "smoke", "--max-steps", "1800", "--max-fraction", "1",
                     "--model", str(models / "t1"), "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["model"]["name"] == "t1" and result["model"]["rows_scored"] > 0
     assert result["with_precursor"]["faults"] > 0 and "share_within_20s" in result["stragglers"]
-    done = sentinel("bench", "calibration", "--scenario", "smoke", "--max-steps", "1800", "--model",
+    done = bench("calibration", "--scenario", "smoke", "--max-steps", "1800", "--model",
                     str(models / "t1"), "--json")
     assert done.returncode == 0, done.stderr
     calibration = json.loads(done.stdout)

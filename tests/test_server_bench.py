@@ -1,4 +1,4 @@
-"""`sentinel bench smd|asd` on tiny datasets written here in the SMD/ASD file format, and its bad-input errors."""
+"""`sentinel-bench smd|asd` on tiny datasets written here in the SMD/ASD file format, and its bad-input errors."""
 
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sentinel.bench.server import ServerBenchOptions, run_server_bench
-from sentinel.bench.server_data import load_machine
-from sentinel.bench.server_evidence import read_interpretation
-from sentinel.cli import main
+from benchmarks.cli import main as bench_main
+from benchmarks.server import ServerBenchOptions, run_server_bench
+from benchmarks.server_data import load_machine
+from benchmarks.server_evidence import read_interpretation
 from sentinel.errors import ValidationError
 
-SENTINEL = [sys.executable, "-m", "sentinel.cli"]
 METRIC_KEYS = {"event_precision", "event_recall", "event_f1", "false_alarms_per_day", "lead_time_mean_s", "pa_f1",
                "train_s", "score_rows_per_s"}
 SHIFT = (700, 760)  # test rows where metric m2 jumps: the labelled segment
@@ -52,8 +51,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*SENTINEL, *args], capture_output=True, text=True, timeout=120)
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "benchmarks.cli", *args], capture_output=True, text=True,
+                          timeout=120)
 
 
 def test_detector_catches_the_injected_level_shift_and_names_the_metric(dataset: Path) -> None:
@@ -73,7 +73,7 @@ def test_a_malformed_interpretation_label_is_refused(tmp_path: Path) -> None:
 
 
 def test_cli_json_has_overall_baselines_machines_and_speed(dataset: Path) -> None:
-    result = _run("bench", "asd", "--data", str(dataset), "--interval", "1m", "--json")
+    result = _bench("asd", "--data", str(dataset), "--interval", "1m", "--json")
     assert result.returncode == 0, result.stderr
     assert "node-b (2/2)" in result.stderr  # progress on stderr, JSON alone on stdout
     data = json.loads(result.stdout)
@@ -84,7 +84,7 @@ def test_cli_json_has_overall_baselines_machines_and_speed(dataset: Path) -> Non
 
 
 def test_cli_table_shows_the_detectors_side_by_side(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "smd", "--data", str(dataset)]) == 0
+    assert bench_main(["smd", "--data", str(dataset)]) == 0
     table = capsys.readouterr().out
     assert "SENTINEL  THRESHOLD  IFOREST" in table and "node-a" in table
 
@@ -92,7 +92,7 @@ def test_cli_table_shows_the_detectors_side_by_side(dataset: Path, capsys: pytes
 def test_missing_label_column_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write(tmp_path / "x_train.csv.gz", ["m0", "m1"], np.zeros((5, 2)))
     _write(tmp_path / "x_test.csv.gz", ["m0", "m1"], np.zeros((5, 2)))
-    assert main(["bench", "smd", "--data", str(tmp_path)]) == 1
+    assert bench_main(["smd", "--data", str(tmp_path)]) == 1
     assert "error: " in (err := capsys.readouterr().err) and "x_test.csv.gz: no 'label' column" in err
 
 
@@ -114,10 +114,10 @@ def test_bad_folders_are_refused_with_the_reason(tmp_path: Path, files: dict[str
     for name, text in files.items():
         with gzip.open(tmp_path / name, "wt") as fh:
             fh.write(text)
-    assert main(["bench", "asd", "--data", str(tmp_path)]) == 1
+    assert bench_main(["asd", "--data", str(tmp_path)]) == 1
     assert message in capsys.readouterr().err
 
 
 def test_a_folder_that_does_not_exist_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "smd", "--data", "/nonexistent/smd"]) == 1
+    assert bench_main(["smd", "--data", "/nonexistent/smd"]) == 1
     assert "not a folder" in capsys.readouterr().err

@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.brokers import free_port
 from collectors.agent import Slot
 from collectors.host import HostCollector
 from collectors.spool import Spool
-from sentinel.bench.brokers import free_port
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
 from sentinel.metrics import Metrics

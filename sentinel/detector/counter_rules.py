@@ -1,5 +1,5 @@
 """Warnings on GPU error counters, at the thresholds existing tools alert on: the first sign an operator's own
-dashboards would show, so Sentinel speaks at the same limits they do (`sentinel bench alerting` measures how
+dashboards would show, so Sentinel speaks at the same limits they do (`sentinel-bench alerting` measures how
 the timing compares). These only alert; whether the GPU is about to fail (checkpoint, then drain) is the hazard
 model's call, made on the whole window.
 

@@ -1,7 +1,7 @@
 """The ``[goodput]`` section of a scenario: what an interruption costs the scenario's training jobs.
 
 Every default has its source here and in docs/benchmarks.md ("assumption" where nothing public gives the number);
-``sentinel bench goodput`` overrides each one from the command line (``--checkpoint-write-s 10``).
+``sentinel-bench goodput`` overrides each one from the command line (``--checkpoint-write-s 10``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Run one process per rank, e.g. ``srun python -m sentinel.hooks.example_train --checkpoint-dir DIR --steps 100``
 in a batch script (docs/hooks.md). Ranks come from Slurm (SLURM_PROCID, SLURM_NTASKS) or torchrun (RANK,
-WORLD_SIZE); CPU and gloo, so it runs anywhere. The end-to-end test and ``sentinel bench actuate`` use it; each
+WORLD_SIZE); CPU and gloo, so it runs anywhere. The end-to-end test and ``sentinel-bench actuate`` use it; each
 completed step is appended to ``--progress`` as ``<restart> <step> <resumed from>`` by rank 0, so they can tell
 what work a restart lost.
 """

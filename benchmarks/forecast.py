@@ -1,4 +1,4 @@
-"""``sentinel bench forecast``: the demand forecaster against last-value and seasonal-naive baselines on cluster
+"""``sentinel-bench forecast``: the demand forecaster against last-value and seasonal-naive baselines on cluster
 load traces, rolling origin.
 
 Protocol: bins of 10 minutes; the model is fitted once on every series' first ``train_days`` (pooled over the
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.traces import read_traces
 from models.calendar_features import DAY, WEEK
 from models.forecast import DemandForecaster, LoadSeries
-from sentinel.bench.traces import read_traces
 from sentinel.errors import ValidationError
 
 HORIZONS = {"10m": 1, "1h": 6, "3h": 18}

@@ -1,4 +1,4 @@
-"""``sentinel bench detect --scenario FILE``: Sentinel's detector and policy on a scenario's stream, scored
+"""``sentinel-bench detect --scenario FILE``: Sentinel's detector and policy on a scenario's stream, scored
 against its ground truth, side by side with a static-threshold baseline and a react-on-crash baseline.
 
 Scoring (incident level). A fault that needs a drain is *caught* when an executed drain lands on its node between
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.baselines import ReactiveBaseline, Signal, ThresholdBaseline
 from sentinel import codec
 from sentinel.actuator.steps import DryRunActuator
-from sentinel.bench.baselines import ReactiveBaseline, Signal, ThresholdBaseline
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
 from sentinel.daemon import build_pipeline, open_repository

@@ -1,8 +1,8 @@
-"""``sentinel bench smd|asd --data DIR``: anomaly detection on real server telemetry, beside two baselines.
+"""``sentinel-bench smd|asd --data DIR``: anomaly detection on real server telemetry, beside two baselines.
 
-For each machine in ``DIR`` (format: :mod:`sentinel.bench.server_data`) every detector is fitted on the training
+For each machine in ``DIR`` (format: :mod:`benchmarks.server_data`) every detector is fitted on the training
 rows and scores the test rows in time order; alerts come from one shared path (:mod:`models.server_alerts`) and
-are scored by :mod:`sentinel.bench.server_scoring` (event precision, recall, F1, false alarms per machine-day,
+are scored by :mod:`benchmarks.server_scoring` (event precision, recall, F1, false alarms per machine-day,
 lead time, point-adjusted F1). ``overall`` pools the events of all machines (sums of counts, not a mean of
 per-machine ratios). Nothing here reads a test label before scoring is done.
 """
@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.server_baselines import IsolationForestScorer, Scorer, SentinelScorer, StaticThresholdScorer
+from benchmarks.server_data import MachineData, load_machine, machine_names
+from benchmarks.server_evidence import EvidenceCounts, judge, read_interpretation
+from benchmarks.server_scoring import Counts, score_events
 from models.server_alerts import alert_onsets
 from models.server_anomaly import RowScores, ServerAnomalyModel
-from sentinel.bench.server_baselines import IsolationForestScorer, Scorer, SentinelScorer, StaticThresholdScorer
-from sentinel.bench.server_data import MachineData, load_machine, machine_names
-from sentinel.bench.server_evidence import EvidenceCounts, judge, read_interpretation
-from sentinel.bench.server_scoring import Counts, score_events
 from sentinel.tables import render
 
 DEFAULT_INTERVAL_S = {"smd": 60.0, "asd": 300.0}  # shared/data READMEs: SMD 1-minute, ASD 5-minute sampling

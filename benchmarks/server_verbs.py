@@ -1,4 +1,4 @@
-"""``sentinel bench smd`` and ``sentinel bench asd``: server-telemetry anomaly benchmarks (sentinel/bench/server.py)."""
+"""``sentinel-bench smd`` and ``sentinel-bench asd``: server-telemetry anomaly benchmarks (benchmarks/server.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ DATASETS = {
 }
 
 
-# sentinel.bench.server.DEFAULT_INTERVAL_S, repeated so that building the CLI's parser imports no scipy or
+# benchmarks.server.DEFAULT_INTERVAL_S, repeated so that building the CLI's parser imports no scipy or
 # scikit-learn (about a second of every command's start); tests/test_forecast_cli.py checks they agree
 DEFAULT_INTERVAL_S = {"smd": 60.0, "asd": 300.0}
 
@@ -48,8 +48,8 @@ def add_server_bench_parsers(bench: Any, common: argparse.ArgumentParser) -> Non
 
 
 def cmd_bench_server(args: argparse.Namespace) -> int:
-    from sentinel.bench.server import ServerBenchOptions, render_server, run_server_bench
-    from sentinel.bench.server_data import default_data_dir
+    from benchmarks.server import ServerBenchOptions, render_server, run_server_bench
+    from benchmarks.server_data import default_data_dir
 
     if args.budget < 0:
         raise ValidationError(f"--budget must be >= 0, got {args.budget}")

@@ -1,4 +1,4 @@
-"""What ``sentinel bench chaos`` does when, and how its outcome is scored: pure functions, tested with literals.
+"""What ``sentinel-bench chaos`` does when, and how its outcome is scored: pure functions, tested with literals.
 
 The plan, from a seed: fatal faults (Xid 79) on a set of nodes one at a time through the run, then a storm on
 more nodes at once (the breaker must stop it at its limit), two nodes never faulted; and, interleaved, kill -9 of

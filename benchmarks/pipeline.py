@@ -1,4 +1,4 @@
-"""``sentinel bench pipeline --broker HOST:PORT``: the detector's throughput against bare Kafka consumption.
+"""``sentinel-bench pipeline --broker HOST:PORT``: the detector's throughput against bare Kafka consumption.
 
 In one run, on fresh topics of the given broker:
 1. produce N realistic node-messages (8 GPUs each, 4 InfiniBand ports, host);
@@ -28,8 +28,8 @@ from typing import Any
 
 import msgspec
 
+from benchmarks.codec import sample_message
 from sentinel import codec
-from sentinel.bench.codec import sample_message
 from sentinel.clock import ManualClock, SystemClock
 from sentinel.config import from_mapping
 from sentinel.detector.service import Detector
@@ -108,7 +108,7 @@ def worker(broker: str, run: str, group: str, idle_s: float = 3.0) -> None:
 
 def _two_process_rate(broker: str, run: str, n: int) -> tuple[float, int]:
     group = f"two-{uuid.uuid4().hex[:6]}"
-    procs = [subprocess.Popen([sys.executable, "-m", "sentinel.bench.pipeline", broker, run, group],
+    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.pipeline", broker, run, group],
                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
     results = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
     counted = [r for r in results if r["first"] is not None]
@@ -244,6 +244,6 @@ def render_pipeline(r: dict[str, Any]) -> str:
             f"\ndetector state: {r['bytes_per_gpu']} bytes per tracked GPU (goal <= 4096)")
 
 
-if __name__ == "__main__":  # the two-process measurement's worker: python -m sentinel.bench.pipeline BROKER RUN GROUP
+if __name__ == "__main__":  # the two-process measurement's worker: python -m benchmarks.pipeline BROKER RUN GROUP
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     worker(sys.argv[1], sys.argv[2], sys.argv[3])

@@ -1,45 +1,19 @@
-"""Verbs that simulate or measure: demo and the benchmarks."""
+"""The handlers of ``sentinel-bench``'s subcommands: each runs one benchmark and prints its table or JSON."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
-from sentinel.errors import ValidationError
-from sentinel.tables import parse_duration
+from sentinel.errors import ConfigError, ValidationError
 from sentinel.verbs import EXIT_EXPECTATION, EXIT_OK
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from sentinel.demo import DemoOptions, run_demo
-    from sentinel.demo_view import expectations_met, render_demo
-
-    options = DemoOptions(
-        nodes=args.nodes, duration_s=parse_duration(args.duration), seed=args.seed, db_path=args.db_path
-    )
-
-    def progress(fraction: float) -> None:
-        if not args.json and sys.stderr.isatty():
-            print(
-                f"\rsimulating {options.nodes} nodes x {options.gpus} GPUs: {fraction:4.0%}",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
-
-    report = run_demo(options, progress)
-    if not args.json and sys.stderr.isatty():
-        print(file=sys.stderr)
-    print(json.dumps(report.summary, indent=2) if args.json else render_demo(report))
-    problems = expectations_met(report.summary)
-    for problem in problems:
-        print(f"demo: expectation not met: {problem}", file=sys.stderr)
-    return EXIT_EXPECTATION if problems else EXIT_OK
-
-
 def cmd_bench_agent(args: argparse.Namespace) -> int:
-    from sentinel.bench.agent import render_agent, run_agent_bench
+    from benchmarks.agent import render_agent, run_agent_bench
 
     result = run_agent_bench(args.cycles)
     print(json.dumps(result, indent=2) if args.json else render_agent(result))
@@ -47,7 +21,7 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_pipeline(args: argparse.Namespace) -> int:
-    from sentinel.bench.pipeline import render_pipeline, run_pipeline_bench
+    from benchmarks.pipeline import render_pipeline, run_pipeline_bench
 
     result = run_pipeline_bench(args.broker, args.messages, args.nodes,
                                 progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
@@ -59,7 +33,7 @@ def cmd_bench_chaos(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from sentinel.bench.chaos import render_chaos, run_chaos
+    from benchmarks.chaos import render_chaos, run_chaos
     from sentinel.errors import ConfigError
 
     slurm_dir = args.slurm_dir or os.environ.get("SENTINEL_TEST_SLURM")
@@ -75,18 +49,15 @@ def cmd_bench_chaos(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_codec(args: argparse.Namespace) -> int:
-    from sentinel.bench.codec import render_codec, run_codec_bench
+    from benchmarks.codec import render_codec, run_codec_bench
 
     result = run_codec_bench(args.messages)
     print(json.dumps(result, indent=2) if args.json else render_codec(result))
     return EXIT_OK
 
 
-# ----- parser ---------------------------------------------------------------------------------------------------
-
-
 def cmd_bench_sim(args: argparse.Namespace) -> int:
-    from sentinel.bench.sim import render_sim, run_sim_bench
+    from benchmarks.sim import render_sim, run_sim_bench
 
     result = run_sim_bench(args.scenario, args.steps, background=args.background == "on")
     print(json.dumps(result, indent=2) if args.json else render_sim(result))
@@ -94,7 +65,7 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_detect(args: argparse.Namespace) -> int:
-    from sentinel.bench.detect import render_detect, run_detect
+    from benchmarks.detect import render_detect, run_detect
 
     def progress(fraction: float) -> None:
         if not args.json and sys.stderr.isatty():
@@ -110,7 +81,7 @@ def cmd_bench_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_calibration(args: argparse.Namespace) -> int:
-    from sentinel.bench.calibration import plot_calibration, render_calibration, run_calibration
+    from benchmarks.calibration import plot_calibration, render_calibration, run_calibration
 
     results = []
     for name in args.scenario:
@@ -127,7 +98,7 @@ def cmd_bench_calibration(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_goodput(args: argparse.Namespace) -> int:
-    from sentinel.bench.goodput import main_progress, render_goodput, run_goodput
+    from benchmarks.goodput import main_progress, render_goodput, run_goodput
     from sentinel.verbs.advise import goodput_overrides
 
     if args.workers is not None and args.workers < 1:
@@ -137,3 +108,61 @@ def cmd_bench_goodput(args: argparse.Namespace) -> int:
                          background=args.background == "on", progress=main_progress, workers=args.workers)
     print(json.dumps(result, indent=2) if args.json else render_goodput(result))
     return EXIT_OK
+
+
+def cmd_bench_alerting(args: argparse.Namespace) -> int:
+    from benchmarks.alerting import CLASSES, Options, render_alerting, run_alerting
+    from sentinel.tables import parse_duration
+
+    classes = tuple(c.strip() for c in args.classes.split(",") if c.strip()) if args.classes else CLASSES
+    options = Options(per_class=args.per_class, classes=classes, duration_s=parse_duration(args.duration),
+                      step_wall_s=args.step_wall, seed=args.seed, model="" if args.model == "none" else args.model,
+                      background=args.background == "on")
+
+    def progress(fraction: float) -> None:
+        if not (args.json or args.output == "json") and sys.stderr.isatty():
+            print(f"\rsimulated time {fraction:4.0%}", end="", file=sys.stderr, flush=True)
+
+    as_json = args.json or args.output == "json"
+    result = run_alerting(options, progress)
+    if not as_json and sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(json.dumps(result, indent=2) if as_json else render_alerting(result))
+    return EXIT_OK
+
+
+def cmd_bench_forecast(args: argparse.Namespace) -> int:
+    from benchmarks.forecast import render_forecast_bench, run_forecast_bench
+
+    result = run_forecast_bench(Path(args.data), args.train_days,
+                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_forecast_bench(result))
+    return EXIT_OK
+
+
+def cmd_bench_forecast_fleet(args: argparse.Namespace) -> int:
+    from benchmarks.forecast_fleet import render_fleet, run_fleet_bench
+
+    if args.nodes < 1 or args.runs < 1:
+        raise ValidationError("--nodes and --runs must be >= 1")
+    result = run_fleet_bench(args.nodes, args.runs,
+                             progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_fleet(result))
+    return EXIT_OK
+
+
+def cmd_bench_actuate(args: argparse.Namespace) -> int:
+    from benchmarks.actuate import render_actuate, run_actuate_bench
+
+    conf = args.slurm_conf or os.environ.get("SLURM_CONF", "")
+    if not conf:
+        raise ConfigError("bench actuate needs a running Slurm cluster: pass --slurm-conf FILE or set SLURM_CONF "
+                          "(a test cluster: `bash tests/services.sh start slurm; eval \"$(bash tests/services.sh "
+                          "env slurm)\"`)")
+    for name in ("drains", "checkpoints", "requeues"):
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name}: must be >= 1, got {getattr(args, name)}")
+    result = run_actuate_bench(conf, args.drains, args.checkpoints, args.requeues, args.workdir,
+                               progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_actuate(result))
+    return EXIT_OK if result["meets_goal"] else EXIT_EXPECTATION

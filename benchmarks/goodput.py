@@ -1,4 +1,4 @@
-"""``sentinel bench goodput --scenario FILE``: the training time each system saves, as ETTR, on the same failures.
+"""``sentinel-bench goodput --scenario FILE``: the training time each system saves, as ETTR, on the same failures.
 
 1. Sentinel's real pipeline (act mode, product defaults, dry-run actuator) and the static-threshold baseline watch
    the scenario's stream (``bench detect``'s replay: every node with a ground-truth event inside its event window,
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from sentinel.bench.baselines import Signal
-from sentinel.bench.detect import GRACE_S, Replay, replay
+from benchmarks.baselines import Signal
+from benchmarks.detect import GRACE_S, Replay, replay
 from sentinel.goodput import analytic
 from sentinel.goodput.params import Goodput
 from sentinel.goodput.timeline import CAUSES, Costs, Kind, Result, Stop, simulate

@@ -1,4 +1,4 @@
-"""``sentinel bench sim``: how fast the simulator generates a fleet (arrays) and its wire records."""
+"""``sentinel-bench sim``: how fast the simulator generates a fleet (arrays) and its wire records."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The detectors ``sentinel bench smd|asd`` compares, behind one small interface.
+"""The detectors ``sentinel-bench smd|asd`` compares, behind one small interface.
 
 Each is fitted on the training rows only and scores test rows point by point or causally; each then goes
 through the same alert path (:mod:`models.server_alerts`: threshold, one alert per exceedance, refractory).

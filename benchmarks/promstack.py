@@ -1,4 +1,4 @@
-"""What users run today, for ``sentinel bench alerting``: a real Prometheus scraping dcgm-exporter-style
+"""What users run today, for ``sentinel-bench alerting``: a real Prometheus scraping dcgm-exporter-style
 endpoints with static-threshold alert rules.
 
 - ``Exporter`` serves one /metrics per node (``/nodes/<node>/metrics``) in dcgm-exporter's format (field names

@@ -1,4 +1,4 @@
-"""``sentinel bench codec``: why the wire codec is msgspec JSON.
+"""``sentinel-bench codec``: why the wire codec is msgspec JSON.
 
 Encodes and decodes realistic 8-GPU telemetry samples with: msgspec JSON (validated, our codec), msgspec
 MessagePack (validated), the standard library's json (no validation at all: the floor for "just parse it"), and

@@ -1,4 +1,4 @@
-"""``sentinel bench alerting``: time from fault onset to the first alert, Sentinel beside what users run today.
+"""``sentinel-bench alerting``: time from fault onset to the first alert, Sentinel beside what users run today.
 
 Both systems watch the same simulated fleet (``sentinel.sim``: each fault class with its precursor and failure
 signature) on the same clock:
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.promstack import Exporter, Prometheus, baseline_rules, exposition
 from sentinel import codec
 from sentinel.actuator.steps import DryRunActuator
-from sentinel.bench.promstack import Exporter, Prometheus, baseline_rules, exposition
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
 from sentinel.daemon import build_pipeline, open_repository

@@ -1,4 +1,4 @@
-"""``sentinel bench agent``: what one sampling cycle of the node agent costs in CPU time.
+"""``sentinel-bench agent``: what one sampling cycle of the node agent costs in CPU time.
 
 One cycle = 8 GPUs through the NVML collector (on the fake NVML library: no GPU here, so this measures our
 code, not the driver's ioctls), every real NIC in this machine's /sys, the kernel-log tail of a file that

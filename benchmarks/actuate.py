@@ -1,4 +1,4 @@
-"""``sentinel bench actuate``: how fast Sentinel acts on a real Slurm cluster (it must already run; SLURM_CONF).
+"""``sentinel-bench actuate``: how fast Sentinel acts on a real Slurm cluster (it must already run; SLURM_CONF).
 
 Three measures, each on the real path:
 

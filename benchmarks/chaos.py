@@ -1,10 +1,10 @@
-"""``sentinel bench chaos``: effects exactly once while processes die, the broker restarts and slurmctld goes away.
+"""``sentinel-bench chaos``: effects exactly once while processes die, the broker restarts and slurmctld goes away.
 
 Real parts only: a tansu broker on S3 storage (a local moto server, so topics and offsets survive its restarts),
 a fresh PostgreSQL database (or SQLite file), the Slurm test cluster tests/slurm.sh started (one job pinned to
 each node), one detector process and two controller processes (each with its actuator) started exactly as
 systemd starts them. A feeder publishes the fleet's telemetry every second and the planned Xid 79 faults; the
-plan (sentinel.bench.chaos_plan) kill -9s processes and restarts the broker and slurmctld throughout. Then the
+plan (benchmarks.chaos_plan) kill -9s processes and restarts the broker and slurmctld throughout. Then the
 run settles and the scheduler's own record is compared with the ground truth.
 
 Only for a cluster started by tests/slurm.sh: the bench cancels every job in its ``batch`` partition and resumes
@@ -32,9 +32,9 @@ from typing import Any
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from benchmarks.brokers import MotoS3, Tansu
+from benchmarks.chaos_plan import PROCESSES, Event, make_plan, score
 from sentinel import codec
-from sentinel.bench.brokers import MotoS3, Tansu
-from sentinel.bench.chaos_plan import PROCESSES, Event, make_plan, score
 from sentinel.errors import ConfigError, TransportError
 from sentinel.events import GpuReading, LogEvent, LogKind, TelemetrySample
 from sentinel.tables import render

@@ -1,4 +1,4 @@
-"""``sentinel bench forecast-fleet``: how long ``sentinel forecast`` takes on a large fleet's store.
+"""``sentinel-bench forecast-fleet``: how long ``sentinel forecast`` takes on a large fleet's store.
 
 Builds a SQLite store with N nodes x 8 GPUs, 14 days of load bins with a daily rhythm, and actionable findings
 on 2 % of the nodes; then runs ``sentinel forecast --db STORE -o json`` as a fresh process each time (Python

@@ -1,4 +1,4 @@
-"""``sentinel bench calibration --scenario NAME``: is the hazard model's probability still a probability on a
+"""``sentinel-bench calibration --scenario NAME``: is the hazard model's probability still a probability on a
 fleet unlike the ones it learned from?
 
 The scenario is simulated, its rows built exactly as the trainer builds them (same features, same labels: the
