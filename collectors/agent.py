@@ -21,6 +21,7 @@ from sentinel.clock import Clock
 from sentinel.errors import SentinelError
 from sentinel.events import GpuReading, HostReading, LogEvent, NicReading, TelemetrySample
 from sentinel.metrics import Metrics
+from sentinel.sdnotify import Heartbeat
 from sentinel.transport import LOGS, TELEMETRY
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class Agent:
         self.clock = clock
         self.interval_s = interval_s
         self.notify = notify
+        self.heartbeat = Heartbeat(notify)
         self.seq = 0
 
     def cycle(self) -> tuple[TelemetrySample, list[LogEvent]]:
@@ -106,8 +108,7 @@ class Agent:
             started = time.monotonic()
             self.cycle()
             cycles += 1
-            if self.notify is not None:
-                self.notify("READY=1\nWATCHDOG=1" if cycles == 1 else "WATCHDOG=1")
+            self.heartbeat.beat()
             if max_cycles is not None and cycles >= max_cycles:
                 return
             stop.wait(max(self.interval_s - (time.monotonic() - started), 0.0))

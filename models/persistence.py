@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import stat
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +22,13 @@ import sklearn
 
 from models.features import FEATURES
 from models.hazard import HazardModel
+from sentinel.clock import Clock, SystemClock
 from sentinel.errors import ConfigError
 
 MODEL_FILE, META_FILE = "model.joblib", "model.json"
 
 
-def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str) -> Path:
+def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str, clock: Clock | None = None) -> Path:
     """Write the model under ``root/name`` and return that directory (refuses to overwrite)."""
     directory = root / name
     if directory.exists():
@@ -36,7 +36,7 @@ def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str)
     directory.mkdir(parents=True)
     joblib.dump({"classifier": model.classifier, "anomaly": model.anomaly}, directory / MODEL_FILE)
     meta = {
-        "name": name, "created_ts": time.time(), "kind": "hazard", "features": list(model.features),
+        "name": name, "created_ts": (clock or SystemClock()).now(), "kind": "hazard", "features": list(model.features),
         "horizon_s": model.horizon_s, "threshold": model.threshold, "anomaly_threshold": model.anomaly_threshold,
         "healthy_median": model.healthy_median.tolist(), "healthy_scale": model.healthy_scale.tolist(),
         "training": {"data_hash": data_hash, "source": source, **model.report},

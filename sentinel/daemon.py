@@ -33,7 +33,7 @@ from sentinel.detector.service import Detector
 from sentinel.errors import ConfigError, TransportError
 from sentinel.load.service import LoadService, build_load_service
 from sentinel.metrics import Metrics
-from sentinel.sdnotify import notifier
+from sentinel.sdnotify import Heartbeat, notifier
 from sentinel.store import engine as store_engine
 from sentinel.store.journal import StoreJournal
 from sentinel.store.repository import Repository
@@ -252,8 +252,7 @@ def _run_rounds(config: Config, stop: threading.Event, max_cycles: int | None, a
             load.observe([sample])
             load.step()
         cycle += 1
-        if agent.notify is not None:  # systemd Type=notify: ready after the first round, then the watchdog
-            agent.notify("READY=1\nWATCHDOG=1" if cycle == 1 else "WATCHDOG=1")
+        agent.heartbeat.beat()  # systemd Type=notify: ready after the first round, then the watchdog
         if max_cycles is not None and cycle >= max_cycles:
             break
         stop.wait(max(config.agent.interval_s - (clock.now() - started), 0.0))
@@ -313,7 +312,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock, refresher=refresh_forecasts)
-    notify, ready = notifier(), False
+    heartbeat = Heartbeat(notifier())
     try:
         while not stop.is_set():
             try:
@@ -324,9 +323,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
             except TransportError as exc:
                 log.error("controller: %s; retrying", exc)
                 stop.wait(1.0)
-            if notify is not None:  # READY once, then WATCHDOG every round (see Detector.run)
-                notify("WATCHDOG=1" if ready else "READY=1\nWATCHDOG=1")
-                ready = True
+            heartbeat.beat()
     finally:
         close_metrics()
         actuator_service.close()

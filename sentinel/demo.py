@@ -18,7 +18,7 @@ from typing import Any
 from sentinel import codec
 from sentinel.actuator import OWNED_REASON_PREFIX
 from sentinel.actuator.steps import SchedulerActuator
-from sentinel.clock import ManualClock
+from sentinel.clock import ManualClock, SystemClock
 from sentinel.config import Config, from_mapping
 from sentinel.daemon import build_pipeline, open_repository
 from sentinel.events import SEVERITY_RANK, Severity
@@ -76,7 +76,7 @@ def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = No
     for suffix in ("", "-wal", "-shm"):
         Path(options.db_path + suffix).unlink(missing_ok=True)
     config = demo_config(options.db_path)
-    start_ts = float(int(time.time() - options.duration_s))
+    start_ts = float(int(SystemClock().now() - options.duration_s))
     clock = ManualClock(start_ts)
     rng = random.Random(options.seed)
     names = [f"gpu-node-{i:03d}" for i in range(1, options.nodes + 1)]

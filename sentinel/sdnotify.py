@@ -26,3 +26,19 @@ def notifier(environ: Mapping[str, str] | None = None) -> Callable[[str], None] 
             log.warning("cannot notify systemd at %s: %s", address, exc)
 
     return send
+
+
+class Heartbeat:
+    """The service loop's side of the protocol, written once: READY=1 with the first beat, WATCHDOG=1 with every
+    beat (one per round of the loop, failed or not: the watchdog catches a hung loop, not a broker outage).
+    Does nothing when the process was not started by systemd with Type=notify."""
+
+    def __init__(self, notify: Callable[[str], None] | None) -> None:
+        self.notify = notify
+        self.ready = False
+
+    def beat(self) -> None:
+        if self.notify is None:
+            return
+        self.notify("WATCHDOG=1" if self.ready else "READY=1\nWATCHDOG=1")
+        self.ready = True

@@ -84,3 +84,18 @@ def test_no_forbidden_arrow_exists() -> None:
               for src, dst, why in FORBIDDEN
               if (a == src or a.startswith(src + ".")) and (b == dst.rstrip(".") or b.startswith(dst))]
     assert broken == []
+
+
+def test_the_wall_clock_is_read_only_through_the_clock_module() -> None:
+    """Every wall-clock read goes through ``sentinel.clock`` (so tests and the simulator can move time);
+    ``time.monotonic`` and ``time.perf_counter`` measure durations and are fine."""
+    readers = []
+    for package in ("sentinel", "collectors", "models"):
+        for path in (ROOT / package).rglob("*.py"):
+            if path == ROOT / "sentinel" / "clock.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if (isinstance(node, ast.Attribute) and node.attr == "time" and isinstance(node.value, ast.Name)
+                        and node.value.id == "time"):
+                    readers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert readers == []

@@ -38,6 +38,7 @@ from sentinel.actuator.slurm_state import (
     parse_jobs,
     parse_nodes,
 )
+from sentinel.clock import Clock, SystemClock
 from sentinel.config_actuation import SlurmActuatorConfig
 from sentinel.errors import ActuatorError
 from sentinel.hooks import ack
@@ -68,8 +69,9 @@ def check_reason(reason: str) -> str:
 
 class SlurmScheduler:
     def __init__(self, config: SlurmActuatorConfig, runner: CommandRunner | None = None,
-                 stop: threading.Event | None = None) -> None:
+                 stop: threading.Event | None = None, clock: Clock | None = None) -> None:
         self.config = config
+        self.clock = clock or SystemClock()
         self.runner = runner or SubprocessRunner({"SLURM_CONF": config.slurm_conf} if config.slurm_conf else None)
         self.stop = stop or threading.Event()
         self.acks: dict[str, ack.Ack] = {}  # the last acknowledgement seen per job (benchmarks and logs read it)
@@ -164,8 +166,8 @@ class SlurmScheduler:
         check_job(job_id)
         directory = self.config.ack_dir
         request = ack.read_request(directory, job_id)
-        if request is None or time.time() - request.ts > self.config.ack_timeout_s:
-            request = ack.Request(request_id=uuid.uuid4().hex, job_id=job_id, ts=time.time())
+        if request is None or self.clock.now() - request.ts > self.config.ack_timeout_s:
+            request = ack.Request(request_id=uuid.uuid4().hex, job_id=job_id, ts=self.clock.now())
             ack.write_request(directory, request)
         target = "--batch" if self.config.signal_target == "batch" else "--full"
         sent = self._run(["scancel", f"--signal={self.config.signal}", target, job_id], tolerate=GONE)
@@ -209,7 +211,7 @@ class SlurmScheduler:
             if job.state == "PENDING":
                 if job.held:
                     self._run(["scontrol", "release", job_id])
-                elif job.reason == "BeginTime" or job.eligible_ts > time.time():
+                elif job.reason == "BeginTime" or job.eligible_ts > self.clock.now():
                     # Slurm holds a requeued job back for cred_expire + 1 s (121 s by default)
                     self._run(["scontrol", "update", f"jobid={job_id}", "StartTime=now"], tolerate=GONE)
                 else:

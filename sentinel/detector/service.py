@@ -22,6 +22,7 @@ from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
 from sentinel.events import Finding, GpuReading, LogEvent, Severity, TelemetrySample
 from sentinel.metrics import Metrics
+from sentinel.sdnotify import Heartbeat
 from sentinel.store.repository import Repository
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
@@ -144,16 +145,14 @@ class Detector:
         notify protocol) gets READY=1 after the first poll, then WATCHDOG=1 after every round, failed or not:
         the watchdog catches a hung loop; a broker outage is the pipeline-lag alert's business, and restarting
         the detector would not end it."""
-        ready = False
+        heartbeat = Heartbeat(notify)
         while not stop.is_set():
             try:
                 self.step(timeout_s=0.5)
             except TransportError as exc:
                 log.error("detector: %s; retrying", exc)
                 stop.wait(1.0)
-            if notify is not None:
-                notify("WATCHDOG=1" if ready else "READY=1\nWATCHDOG=1")
-                ready = True
+            heartbeat.beat()
 
     def on_sample(self, sample: TelemetrySample, now: float) -> list[Finding]:
         window = self.windows.get(sample.node)

@@ -8,13 +8,13 @@ the whole-cluster partition ``all`` (or the only partition there is); other part
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 from sqlalchemy import Engine
 
 from models.calendar_features import DAY
 from models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
+from sentinel.clock import Clock, SystemClock
 from sentinel.errors import ValidationError
 from sentinel.forecast import resident as models
 from sentinel.forecast.risk import FailureModel, FindingsRisk, RiskForecast, forecast_risk
@@ -58,7 +58,8 @@ def demand(engine: Engine, partition: str, bins: int,
 
 
 def build_report(engine: Engine, partition: str | None = None, horizon_s: float = 3 * 3600.0,
-                 failure_model: FailureModel | None = None, top: int = 10, refit: bool = False) -> dict[str, Any]:
+                 failure_model: FailureModel | None = None, top: int = 10, refit: bool = False,
+                 clock: Clock | None = None) -> dict[str, Any]:
     bins = horizon_bins(horizon_s)
     chosen = choose_partition(engine, partition)
     notes: list[str] = []
@@ -67,7 +68,8 @@ def build_report(engine: Engine, partition: str | None = None, horizon_s: float 
         notes.append("no load bins recorded yet: record them from the scheduler (see docs/forecast.md)")
     else:
         notes += forecast.notes
-    as_of = forecast.origin_ts + BIN_S if forecast is not None and forecast.origin_ts else time.time()
+    now = (clock or SystemClock()).now()
+    as_of = forecast.origin_ts + BIN_S if forecast is not None and forecast.origin_ts else now
     model: FailureModel = failure_model or FindingsRisk(
         store.risk_findings(engine, as_of - RISK_LOOKBACK_S, as_of + BIN_S))
     source = "findings" if failure_model is None else type(failure_model).__name__

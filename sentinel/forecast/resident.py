@@ -11,7 +11,6 @@ forecasts always read the newest bins as lags, so a fresh model answers for the 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from models.forecast import ANCHORS, COARSE, DemandForecaster, LoadSeries
+from sentinel.clock import SystemClock
 from sentinel.load_bins import BIN_S, series
 from sentinel.store import load as store
 
@@ -73,7 +73,7 @@ def fit(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...],
     saved = False
     if save and model.trained:
         try:
-            store.save_forecaster(engine, partition, float(s.ts[-1]), len(s), time.time(), model.anchors,
+            store.save_forecaster(engine, partition, float(s.ts[-1]), len(s), SystemClock().now(), model.anchors,
                                   model.to_bytes())
             saved = True
         except SQLAlchemyError as exc:

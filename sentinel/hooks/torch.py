@@ -18,7 +18,6 @@ import os
 import shutil
 import signal
 import threading
-import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from sentinel.clock import Clock, SystemClock
 from sentinel.hooks import ack
 
 log = logging.getLogger(__name__)
@@ -55,13 +55,15 @@ class TrainState:
 class CheckpointHook:
     def __init__(self, state: dict[str, Any], checkpoint_dir: str | Path, ack_dir: str | Path | None = None,
                  job_id: str | None = None, every_steps: int = 0, signal_name: str = "USR1",
-                 async_save: bool = True, keep: int = 2, wait_on_request: bool = True) -> None:
+                 async_save: bool = True, keep: int = 2, wait_on_request: bool = True,
+                 clock: Clock | None = None) -> None:
         """``state`` maps names to tensors or Stateful objects (``TrainState``); ``ack_dir`` defaults to
         $SENTINEL_ACK_DIR and ``job_id`` to $SLURM_JOB_ID. ``every_steps`` > 0 also saves periodically (in the
         background). A save Sentinel asked for is waited for at its boundary (``wait_on_request``): the job is
         about to be requeued, and steps trained while it is written would be lost with the node.
         Construct it on every rank after ``init_process_group`` (it creates its own process groups)."""
         self.state = state
+        self.clock = clock or SystemClock()
         self.dir = Path(checkpoint_dir)
         ack_dir = ack_dir if ack_dir is not None else os.environ.get("SENTINEL_ACK_DIR", "")
         self.ack_dir = Path(ack_dir) if ack_dir else None
@@ -133,7 +135,7 @@ class CheckpointHook:
         """Save ``state`` as ``step-<step>`` on every rank; acknowledge ``request_id`` when complete."""
         self.wait()
         path = self.dir / f"step-{step:09d}"
-        started = time.time()
+        started = self.clock.now()
         if step == self.saved_step and (path / MARKER).exists():
             self._complete(step, path, request_id, started)
             return
@@ -163,11 +165,12 @@ class CheckpointHook:
         self.saved_step = step
         if self.rank != 0:
             return
-        (path / MARKER).write_bytes(msgspec.json.encode({"step": step, "ts": time.time()}))
+        (path / MARKER).write_bytes(msgspec.json.encode({"step": step, "ts": self.clock.now()}))
         if request_id is not None and self.ack_dir is not None and self.job_id:
             ack.write_ack(self.ack_dir, ack.Ack(request_id=request_id, job_id=self.job_id, step=step,
-                                                checkpoint=str(path), ts=time.time(), save_s=time.time() - started))
-        log.info("checkpoint step %d complete in %.2f s: %s", step, time.time() - started, path)
+                                                checkpoint=str(path), ts=self.clock.now(),
+                                                save_s=self.clock.now() - started))
+        log.info("checkpoint step %d complete in %.2f s: %s", step, self.clock.now() - started, path)
         for _, old in self._steps()[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
 

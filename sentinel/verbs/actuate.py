@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from sentinel.clock import SystemClock
 from sentinel.errors import ConfigError
 from sentinel.verbs import EXIT_OK, load_config, open_repo, out
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """Return a node Sentinel drained to service, and close its incident (after the repair)."""
-    import time
 
     import msgspec
 
@@ -25,7 +25,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     repo = open_repo(args)
     incident = repo.open_incident(args.node)
     if incident is not None:
-        repo.save_incident(msgspec.structs.replace(incident, status=IncidentStatus.RESOLVED, updated_ts=time.time()))
+        repo.save_incident(msgspec.structs.replace(incident, status=IncidentStatus.RESOLVED,
+                                                   updated_ts=SystemClock().now()))
     repo.set_node_drained(args.node, None)
     data = {"node": args.node, "resumed": resumed, "incident_resolved": incident.id if incident else None}
     text = f"{args.node}: " + ("returned to service" if resumed else "was not drained; nothing to resume")

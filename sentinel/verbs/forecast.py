@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import re
-import time
 from collections.abc import Callable
 
+from sentinel.clock import SystemClock
 from sentinel.errors import ValidationError
 from sentinel.events import NODE_NAME_PATTERN
 from sentinel.tables import parse_duration
@@ -47,7 +47,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     if args.save and report["forecast"]:
         from sentinel.store.load import save_forecast
 
-        made = time.time()
+        made = SystemClock().now()
         save_forecast(repo.engine, [
             {"made_ts": made, "partition": report["partition"], "target": target, "method": report["method"],
              **{k: p[k] for k in ("ts", "point", "lo", "hi")}}

@@ -7,7 +7,6 @@ import json
 import signal
 import sys
 import threading
-import time
 
 from sentinel.errors import ValidationError
 from sentinel.tables import fmt_ts, render
@@ -116,6 +115,7 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     import msgspec
 
     from collectors.kmsg import parse_line
+    from sentinel.clock import SystemClock
 
     try:
         handle = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -125,7 +125,7 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     with handle:
         for line in handle:
             total += 1
-            event = parse_line(line.rstrip("\n"), "parsed", time.time())
+            event = parse_line(line.rstrip("\n"), "parsed", SystemClock().now())
             if event is None:
                 continue
             recognised += 1

@@ -6,10 +6,10 @@ import argparse
 import json
 import os
 import re
-import time
 from typing import Any
 
 from sentinel import config as config_mod
+from sentinel.clock import SystemClock
 from sentinel.errors import ValidationError
 from sentinel.events import NODE_NAME_PATTERN
 from sentinel.tables import fmt_ts, parse_duration, render
@@ -73,7 +73,7 @@ def cmd_db_current(args: argparse.Namespace) -> int:
 def cmd_nodes(args: argparse.Namespace) -> int:
     repo, lemon = open_repo(args), load_config(args).policy.lemon
     rows = repo.nodes()
-    recent = repo.incident_counts(time.time() - lemon.window_s)
+    recent = repo.incident_counts(SystemClock().now() - lemon.window_s)
     for row in rows:
         row["state"] = "drained" if row["drained_incident_id"] else ("at risk" if row["open_incidents"] else "ok")
         row["last_seen"] = fmt_ts(row["last_seen_ts"])
@@ -96,7 +96,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 def cmd_incidents(args: argparse.Namespace) -> int:
     if args.node and not re.match(NODE_NAME_PATTERN, args.node):
         raise ValidationError(f"--node: not a valid node name: {args.node!r}")
-    since_ts = time.time() - parse_duration(args.since) if args.since else None
+    since_ts = SystemClock().now() - parse_duration(args.since) if args.since else None
     rows = open_repo(args).incidents(node=args.node, since_ts=since_ts, limit=args.limit)
     for row in rows:
         row["opened"] = fmt_ts(row["opened_ts"])
@@ -139,7 +139,7 @@ def cmd_breaker(args: argparse.Namespace) -> int:
 
     repo = open_repo(args)
     if args.action == "reset":
-        state = repo.update_breaker(lambda _: (reset(time.time()),) * 2)
+        state = repo.update_breaker(lambda _: (reset(SystemClock().now()),) * 2)
     else:
         state = repo.load_breaker() or CLOSED
     data = {
