@@ -40,7 +40,7 @@ from sentinel.events import GpuReading, LogEvent, LogKind, TelemetrySample
 from sentinel.tables import render
 from sentinel.transport import LOGS, TELEMETRY
 
-HARNESS = Path(__file__).resolve().parents[2] / "tests" / "slurm.sh"
+HARNESS = Path(__file__).resolve().parents[1] / "tests" / "slurm.sh"
 DRAIN_LOGGED = re.compile(r"update_node: node (\S+) reason set to: (sentinel:.*)")
 Progress = Callable[[str], None]
 

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from sentinel.counters import rate_per_h
+
 FEATURES = (
     "node_temp_c",  # median over the node's GPUs of their levels (mean of the newest LEVEL_SAMPLES readings)
     # The three deviation columns are in C (per minute) and W as gpu_features gives them; DeviationBaseline
@@ -49,24 +51,6 @@ _SLOPE = FEATURES.index("temp_dev_slope_per_min")
 FLEET_TAU_S = 3600.0  # time constant of the fleet's spread of deviations
 SPREAD_FLOOR = (0.25, 3.0)  # C, W: a fleet of perfect sensors does not make every tenth of a degree unusual
 MAD_TO_SD = 1.4826
-
-
-def counter_increase(values: np.ndarray) -> np.ndarray:
-    """Per-step increases of counters along axis 0; a reset (a step backwards) or a NaN counts as 0."""
-    diff = np.diff(values, axis=0)
-    with np.errstate(invalid="ignore"):
-        diff = np.where(diff < 0, 0.0, diff)
-    return np.nan_to_num(diff, nan=0.0)
-
-
-def rate_per_h(values: np.ndarray, ts: np.ndarray, last: int | None = None) -> np.ndarray:
-    """Counter increase per hour over the window, or over its last ``last`` steps."""
-    inc = counter_increase(values)
-    steps = inc.shape[0] if last is None else min(last, inc.shape[0])
-    if steps == 0:
-        return np.zeros(values.shape[1:])
-    span = float(ts[-1] - ts[-1 - steps])
-    return inc[-steps:].sum(axis=0) * 3600.0 / max(span, 1e-9)
 
 
 def slope_per_min(values: np.ndarray, ts: np.ndarray) -> np.ndarray:

@@ -11,12 +11,15 @@ half-done by an actuator that died, is re-sent and resumed (the actuator keeps a
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 import msgspec
 
 from sentinel import codec
 from sentinel.actuator import OWNED_REASON_PREFIX
-from sentinel.actuator.signing import CommandSigner, process_key
+from sentinel.actuator.signing import CommandSigner
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
 from sentinel.errors import CodecError
@@ -36,7 +39,6 @@ from sentinel.events import (
 from sentinel.metrics import Metrics
 from sentinel.policy import engine, plans
 from sentinel.policy.guards import Guard
-from sentinel.store.repository import Repository
 from sentinel.store.unit import BreakerRow, Unit
 from sentinel.transport import COMMANDS, FINDINGS, RESULTS, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
@@ -49,22 +51,42 @@ SILENT_AFTER_S = 180.0  # a node with no sample stored for this long is silent (
 RELAY_INTERVAL_S = 1.0  # the outbox is looked at least this often (at once after a new command)
 
 
+class ControllerStore(Protocol):
+    """What the controller needs of the store (``Repository`` provides it)."""
+
+    def unit(self) -> AbstractContextManager[Unit]: ...
+    def resolve_quiet_incidents(self, quiet_since_ts: float, now: float) -> int: ...
+    def incident_counts(self, since_ts: float, node: str | None = None) -> dict[str, int]: ...
+    def open_incident_count(self) -> int: ...
+    def node_states(self, silent_before_ts: float) -> dict[str, int]: ...
+    def load_breaker(self) -> BreakerRow | None: ...
+    def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> int: ...
+    def open_incident(self, node: str) -> Incident | None: ...
+    def save_incident(self, incident: Incident) -> None: ...
+    def set_node_drained(self, node: str, incident_id: str | None) -> None: ...
+    def expire_commands(self, now: float) -> list[str]: ...
+    def commands_to_send(self, now: float, resend_after_s: float,
+                         limit: int = 100) -> list[tuple[Command, float | None]]: ...
+    def mark_sent(self, command_id: str, now: float) -> None: ...
+
+
 class Controller:
     def __init__(
         self,
         transport: Transport,
-        repo: Repository,
+        repo: ControllerStore,
         config: PolicyConfig,
         metrics: Metrics,
         clock: Clock,
+        *,
+        signer: CommandSigner,
         group: str = "sentinel-controller",
-        signer: CommandSigner | None = None,
         guards: dict[str, Guard] | None = None,
     ) -> None:
-        """``signer`` defaults to this process's ephemeral key (the one-process pipeline); the separate services
-        pass one built from ``security.key_file``."""
+        """``signer`` comes from the composition root (``daemon.command_signing``): the process's ephemeral key in
+        the one-process pipeline, ``security.key_file`` for the separate services."""
         self.transport = transport
-        self.signer = signer or CommandSigner(process_key())
+        self.signer = signer
         self._last_sweep_ts = float("-inf")
         self._relay_ts = float("-inf")
         self._fresh = False  # commands were added to the outbox since the last relay

@@ -1,4 +1,5 @@
-"""Counter arithmetic shared by collectors (deltas on the wire) and the detector.
+"""Counter arithmetic, in one place: scalar deltas (collectors, on the wire) and windowed rates over arrays
+(the detector's rules and the models' features).
 
 Device and kernel counters are monotonic until they reset (reboot, driver reload, ``perfquery -r``) or wrap.
 After a reset we cannot know how much happened in between, so the delta is unknown rather than guessed, and
@@ -8,6 +9,8 @@ a negative or huge delta never reaches a rule.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+import numpy as np
 
 
 def counter_delta(previous: int | None, current: int | None) -> int | None:
@@ -27,3 +30,21 @@ def counter_deltas(previous: Mapping[str, int | None] | None, current: Mapping[s
         if delta is not None:
             out[name] = delta
     return out
+
+
+def counter_increase(values: np.ndarray) -> np.ndarray:
+    """Per-step increases of counters along axis 0; a reset (a step backwards) or a NaN counts as 0."""
+    diff = np.diff(values, axis=0)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(diff < 0, 0.0, diff)
+    return np.nan_to_num(diff, nan=0.0)
+
+
+def rate_per_h(values: np.ndarray, ts: np.ndarray, last: int | None = None) -> np.ndarray:
+    """Counter increase per hour over the window, or over its last ``last`` steps."""
+    inc = counter_increase(values)
+    steps = inc.shape[0] if last is None else min(last, inc.shape[0])
+    if steps == 0:
+        return np.zeros(values.shape[1:])
+    span = float(ts[-1] - ts[-1 - steps])
+    return inc[-steps:].sum(axis=0) * 3600.0 / max(span, 1e-9)

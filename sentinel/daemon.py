@@ -20,7 +20,7 @@ from collectors.agent import Agent, Item, Slot
 from collectors.publisher import SpoolPublisher
 from collectors.registry import COLLECTORS
 from collectors.spool import Spool
-from sentinel.actuator import Actuator
+from sentinel.actuator import Actuator, Scheduler
 from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
 from sentinel.actuator.slurm import SlurmScheduler
@@ -47,25 +47,33 @@ TRANSPORTS: dict[str, Callable[[Config], Transport]] = {
     "memory": lambda config: MemoryTransport(config.transport.capacity),
     "kafka": lambda config: _kafka(config),
 }
-ACTUATORS: dict[str, Callable[[Config, Clock, Metrics], Actuator]] = {
-    "dryrun": lambda config, clock, metrics: DryRunActuator(clock),
-    "kubernetes": lambda config, clock, metrics: _kubernetes(config, clock, metrics),
-    "slurm": lambda config, clock, metrics: SchedulerActuator(SlurmScheduler(config.actuator.slurm), clock,
-                                                              cost=config.policy.cost, metrics=metrics),
+SCHEDULERS: dict[str, Callable[[Config, Clock], Scheduler]] = {
+    "kubernetes": lambda config, clock: _kubernetes(config, clock),
+    "slurm": lambda config, clock: SlurmScheduler(config.actuator.slurm, clock=clock),
 }
+ACTUATORS = ("dryrun", *SCHEDULERS)
+
+
+def build_scheduler(config: Config, clock: Clock) -> Scheduler:
+    """The scheduler backend ``actuator.kind`` names (``dryrun`` has none)."""
+    if config.actuator.kind == "dryrun":
+        raise ConfigError('actuator.kind: "dryrun" drives no scheduler; set "slurm" or "kubernetes"')
+    return plugin(SCHEDULERS, config.actuator.kind, "actuator.kind")(config, clock)
 
 
 def build_actuator(config: Config, clock: Clock, metrics: Metrics) -> Actuator:
     """The actuator ``actuator.kind`` names, counting in the service's ``metrics``."""
-    return plugin(ACTUATORS, config.actuator.kind, "actuator.kind")(config, clock, metrics)
+    plugin(dict.fromkeys(ACTUATORS), config.actuator.kind, "actuator.kind")
+    if config.actuator.kind == "dryrun":
+        return DryRunActuator(clock)
+    return SchedulerActuator(build_scheduler(config, clock), clock, cost=config.policy.cost, metrics=metrics)
 
 
-def _kubernetes(config: Config, clock: Clock, metrics: Metrics) -> Actuator:
+def _kubernetes(config: Config, clock: Clock) -> Scheduler:
     from sentinel.actuator.kubernetes import KubernetesScheduler, build_api  # the client loads slowly
 
     k8s = config.actuator.kubernetes
-    return SchedulerActuator(KubernetesScheduler(build_api(k8s), k8s, clock), clock, cost=config.policy.cost,
-                             metrics=metrics)
+    return KubernetesScheduler(build_api(k8s), k8s, clock)
 
 
 def _kafka(config: Config) -> Transport:
@@ -87,7 +95,7 @@ def plugin(registry: dict[str, T], name: str, path: str) -> T:
 def validate(config: Config) -> None:
     """Checks that need the registries (run by ``sentinel config check`` and at start-up)."""
     plugin(TRANSPORTS, config.transport.kind, "transport.kind")
-    plugin(ACTUATORS, config.actuator.kind, "actuator.kind")
+    plugin(dict.fromkeys(ACTUATORS), config.actuator.kind, "actuator.kind")
     if config.policy.command_ttl_s > config.security.max_command_ttl_s:
         raise ConfigError(f"policy.command_ttl_s: {config.policy.command_ttl_s:g} s exceeds "
                           f"security.max_command_ttl_s ({config.security.max_command_ttl_s:g} s)")
@@ -167,20 +175,30 @@ def build_pipeline(
     transport = (
         transport if transport is not None else plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
     )
+    controller, actuator_service = build_effects(config, clock, metrics, repo, transport, actuator, workers,
+                                                 require_key_file=False)
+    return Pipeline(transport=transport, repo=repo, metrics=metrics,
+                    detector=build_detector(config, clock, metrics, repo, transport),
+                    controller=controller, actuator=actuator_service)
+
+
+def build_detector(config: Config, clock: Clock, metrics: Metrics, repo: Repository,
+                   transport: Transport) -> Detector:
+    return Detector(transport, repo, config.detector, metrics, clock, hazard=load_scorer(config.detector.hazard))
+
+
+def build_effects(config: Config, clock: Clock, metrics: Metrics, repo: Repository, transport: Transport,
+                  actuator: Actuator | None, workers: int,
+                  require_key_file: bool) -> tuple[Controller, ActuatorService]:
+    """The controller and the actuator service, sharing one signing key; the actuator's journal in the store."""
+    signer, verifier = command_signing(config, clock, repo, require_key_file=require_key_file)
     if actuator is None:
         actuator = build_actuator(config, clock, metrics)
-    signer, verifier = command_signing(config, clock, repo, require_key_file=False)
-    return Pipeline(
-        transport=transport,
-        repo=repo,
-        metrics=metrics,
-        detector=Detector(transport, repo, config.detector, metrics, clock,
-                          hazard=load_scorer(config.detector.hazard)),
-        controller=Controller(transport, repo, config.policy, metrics, clock, signer=signer),
-        actuator=ActuatorService(transport, actuator, metrics, clock, verifier=verifier,
-                                 journal=StoreJournal(repo.engine), workers=workers,
-                                 owner=f"{config.node_name()}/actuator"),
-    )
+    controller = Controller(transport, repo, config.policy, metrics, clock, signer=signer)
+    service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier,
+                              journal=StoreJournal(repo.engine), workers=workers,
+                              owner=f"{config.node_name()}/actuator")
+    return controller, service
 
 
 def serve_metrics(listen: str, metrics: Metrics) -> Callable[[], None]:
@@ -281,8 +299,7 @@ def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None 
     metrics = metrics if metrics is not None else Metrics()
     transport = _service_transport(config)
     repo = open_repository(config, migrate=False)
-    detector = Detector(transport, repo, config.detector, metrics, SystemClock(),
-                        hazard=load_scorer(config.detector.hazard))
+    detector = build_detector(config, SystemClock(), metrics, repo, transport)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     try:
         detector.run(stop, notify=notifier())
@@ -301,14 +318,10 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     metrics = metrics if metrics is not None else Metrics()
     clock = SystemClock()
     repo = open_repository(config, migrate=False)
-    signer, verifier = command_signing(config, clock, repo, require_key_file=True)  # before touching Kafka
+    command_signing(config, clock, repo, require_key_file=True)  # refuse a missing key before touching Kafka
     transport = _service_transport(config)
-    if actuator is None:
-        actuator = build_actuator(config, clock, metrics)
-    controller = Controller(transport, repo, config.policy, metrics, clock, signer=signer)
-    actuator_service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier,
-                                       journal=StoreJournal(repo.engine), workers=config.actuator.workers,
-                                       owner=f"{config.node_name()}/actuator")
+    controller, actuator_service = build_effects(config, clock, metrics, repo, transport, actuator,
+                                                 config.actuator.workers, require_key_file=True)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock, refresher=refresh_forecasts)

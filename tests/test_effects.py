@@ -220,7 +220,8 @@ def _two_controllers_at_once(url: str) -> list[dict]:
     repos = [Repository(make_engine(url)) for _ in range(2)]
     for node in NODES:
         repos[0].ensure_node(node, clock.now())
-    controllers = [Controller(MemoryTransport(100), r, config, Metrics(), clock) for r in repos]
+    controllers = [Controller(MemoryTransport(100), r, config, Metrics(), clock, signer=CommandSigner(process_key()))
+                   for r in repos]
     start = threading.Barrier(2)
 
     def judge(i: int) -> None:

@@ -12,11 +12,10 @@ from models.features import (
     SPREAD_FLOOR,
     DeviationBaseline,
     FleetScale,
-    counter_increase,
     gpu_features,
-    rate_per_h,
     slope_per_min,
 )
+from sentinel.counters import counter_increase, rate_per_h
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import GpuReading, GpuState, NicReading, NvLinkReading, TelemetrySample
 

@@ -255,3 +255,17 @@ def test_checkpoints_that_buy_nothing_are_skipped_and_counted(cluster: Cluster) 
     assert all("sentinel.dev/checkpoint-requested" not in v["metadata"].get("annotations", {}) for v in fresh_versions)
     for reason in ("recent_checkpoint", "ends_soon"):
         assert metrics.registry.get_sample_value("sentinel_checkpoints_skipped_total", {"reason": reason}) == 1
+
+
+def test_sentinel_resume_returns_a_kubernetes_node_through_the_configured_backend(cluster: Cluster, repo: Repository,
+                                                                                   tmp_path: Path) -> None:
+    """`sentinel resume NODE` goes through the scheduler registry: with actuator.kind = "kubernetes" it lifts our
+    cordon and taint (before, it refused anything but Slurm)."""
+    from sentinel import cli
+
+    cluster.add_node("gpu-7")
+    scheduler(cluster).drain("gpu-7", REASON)
+    path = tmp_path / "sentinel.toml"
+    path.write_text(f'[actuator]\nkind = "kubernetes"\n[actuator.kubernetes]\nkubeconfig = "{cluster.kubeconfig()}"\n')
+    assert cli.main(["resume", "gpu-7", "--config", str(path), "--db", str(repo.engine.url.database)]) == 0
+    assert "unschedulable" not in cluster.node("gpu-7")["spec"] and annotations(cluster.node("gpu-7")) == {}

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sentinel.actuator.signing import CommandSigner, process_key
 from sentinel.cli import main
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
@@ -79,7 +80,7 @@ def test_only_fatal_or_confident_findings_are_ever_disruptive(
 
 def controller(repo: Repository, clock: ManualClock, metrics: Metrics, **policy: object) -> Controller:
     config = from_mapping({"policy": {"mode": "act", "breaker": {"max_fraction": 1.0}, **policy}}).policy
-    return Controller(MemoryTransport(1000), repo, config, metrics, clock)
+    return Controller(MemoryTransport(1000), repo, config, metrics, clock, signer=CommandSigner(process_key()))
 
 
 def test_a_prediction_waits_for_the_incident_to_persist_then_checkpoints(repo: Repository) -> None:

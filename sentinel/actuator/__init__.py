@@ -54,6 +54,14 @@ class Scheduler(Protocol):
         ...
 
 
+@runtime_checkable
+class Resumable(Protocol):
+    """A Scheduler that can undo its own drain (``sentinel resume NODE``): True when it did, False when the node
+    was not drained; a node someone else drained is refused with an error."""
+
+    def resume(self, node: str) -> bool: ...
+
+
 class StepLog(Protocol):
     """What an actuator needs of the journal (``sentinel.actuator.journal.Journal``) to resume a command."""
 

@@ -24,8 +24,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from sentinel import codec
 from sentinel.actuator import Actuator
-from sentinel.actuator.journal import Journal, MemoryJournal
-from sentinel.actuator.signing import CommandRejected, CommandVerifier, MemoryNonces, process_key
+from sentinel.actuator.journal import Journal
+from sentinel.actuator.signing import CommandRejected, CommandVerifier
 from sentinel.clock import Clock
 from sentinel.events import ActionResult, Command
 from sentinel.metrics import Metrics
@@ -34,26 +34,24 @@ from sentinel.transport.deadletter import send_dead_letter
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_TTL_S = 3600.0
 LEASE_S = 900.0  # longer than any command takes (checkpoint wait + slurmctld retries); a crash frees it after this
 RESUME_INTERVAL_S = 30.0  # unfinished commands in the journal (interrupted by an error) are retried this often
 
 
 class ActuatorService:
     def __init__(
-        self, transport: Transport, actuator: Actuator, metrics: Metrics, clock: Clock,
-        group: str = "sentinel-actuator", verifier: CommandVerifier | None = None, journal: Journal | None = None,
-        workers: int = 0, owner: str = "",
+        self, transport: Transport, actuator: Actuator, metrics: Metrics, clock: Clock, *,
+        verifier: CommandVerifier, journal: Journal, group: str = "sentinel-actuator", workers: int = 0,
+        owner: str = "",
     ) -> None:
-        """``verifier`` defaults to this process's ephemeral key, which only a controller in the same process
-        signs with (the one-process pipeline); the separate services pass one built from ``security``.
-        ``owner`` names this actuator in the journal's leases (stable across its restarts)."""
+        """``verifier`` and ``journal`` come from the composition root (``daemon.command_signing``, the store's
+        journal). ``owner`` names this actuator in the journal's leases (stable across its restarts)."""
         self.transport = transport
         self.actuator = actuator
         self.metrics = metrics
         self.clock = clock
-        self.verifier = verifier or CommandVerifier([process_key()], MemoryNonces(), clock, DEFAULT_MAX_TTL_S)
-        self.journal: Journal = journal if journal is not None else MemoryJournal()
+        self.verifier = verifier
+        self.journal = journal
         self.owner = owner or f"{socket.gethostname()}/{group}"
         self.group = group
         self.consumer = transport.consumer(group, [COMMANDS])

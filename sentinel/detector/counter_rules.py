@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.features import rate_per_h
+from sentinel.counters import rate_per_h
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import GPU_FIELDS, NodeWindow
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity, TelemetrySample

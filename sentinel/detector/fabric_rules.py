@@ -9,8 +9,9 @@ import statistics
 
 import numpy as np
 
-from models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK, rate_per_h
+from models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
 from sentinel.config import StragglerConfig
+from sentinel.counters import rate_per_h
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import (

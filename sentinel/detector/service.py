@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from sentinel import codec
 from sentinel.clock import Clock
@@ -23,7 +24,6 @@ from sentinel.errors import CodecError, TransportError
 from sentinel.events import Finding, GpuReading, LogEvent, Severity, TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.sdnotify import Heartbeat
-from sentinel.store.repository import Repository
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
 
@@ -33,11 +33,17 @@ RISK_TTL_S = 900.0  # a node's rule-based risk is shown this long after its last
 RISKY = (Severity.CRITICAL, Severity.FATAL)
 
 
+class SampleStore(Protocol):
+    """What the detector needs of the store (``Repository`` provides it): nodes and GPUs last seen."""
+
+    def record_samples(self, samples: Sequence[TelemetrySample]) -> None: ...
+
+
 class Detector:
     def __init__(
         self,
         transport: Transport,
-        repo: Repository,
+        repo: SampleStore,
         config: DetectorConfig,
         metrics: Metrics,
         clock: Clock,

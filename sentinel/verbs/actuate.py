@@ -14,14 +14,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     import msgspec
 
-    from sentinel.actuator.slurm import SlurmScheduler
+    from sentinel.actuator import Resumable
+    from sentinel.daemon import build_scheduler
     from sentinel.events import IncidentStatus
 
     config = load_config(args)
-    if config.actuator.kind != "slurm":
-        raise ConfigError(f"actuator.kind: is {config.actuator.kind!r}; `sentinel resume` returns Slurm nodes to "
-                          'service (actuator.kind = "slurm")')
-    resumed = SlurmScheduler(config.actuator.slurm).resume(args.node)  # refuses nodes someone else drained
+    scheduler = build_scheduler(config, SystemClock())  # the configured backend: Slurm or Kubernetes
+    if not isinstance(scheduler, Resumable):
+        raise ConfigError(f"actuator.kind: {config.actuator.kind!r} cannot resume nodes")
+    resumed = scheduler.resume(args.node)  # refuses nodes someone else drained
     repo = open_repo(args)
     incident = repo.open_incident(args.node)
     if incident is not None:
