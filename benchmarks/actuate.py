@@ -94,8 +94,8 @@ def run_actuate_bench(slurm_conf: str, drains: int = 30, checkpoints: int = 5, r
         accepted.append(_decision_to_drain(config, node, work, i))
         slurm.resume(node)
         started = time.monotonic()
-        bare = slurm.runner.run(slurm.command("scontrol", "update", f"nodename={node}", "state=drain",
-                                              "reason=sentinel: bench baseline"), 30)
+        bare = slurm.cli.complete("scontrol", "update", f"nodename={node}", "state=drain",
+                                  "reason=sentinel: bench baseline")
         baseline.append(time.monotonic() - started)
         if bare.returncode != 0:
             raise ActuatorError(f"bench actuate: scontrol drain failed: {bare.stderr.strip()}")
@@ -118,8 +118,8 @@ def _job_measures(slurm: SlurmScheduler, work: Path, checkpoints: int, requeues:
     progress_file = work / "progress"
     script = batch_script(sys.executable, str(work / "ack"), str(work / "ckpt"), str(progress_file), steps=100_000,
                           step_s=0.2)
-    done = slurm.runner.run([*slurm.command("sbatch"), "--parsable", "-N1", "-n2", "--requeue", "--open-mode=append",
-                             "-o", str(work / "job.log"), str(_write(work / "job.sh", script))], 30)
+    done = slurm.cli.complete("sbatch", "--parsable", "-N1", "-n2", "--requeue", "--open-mode=append",
+                              "-o", str(work / "job.log"), str(_write(work / "job.sh", script)))
     if done.returncode != 0:
         raise ActuatorError(f"bench actuate: sbatch failed: {done.stderr.strip()}")
     job = done.stdout.strip().split(";")[0]
@@ -159,7 +159,7 @@ def _job_measures(slurm: SlurmScheduler, work: Path, checkpoints: int, requeues:
                 _ready(slurm, node)
             drained.clear()
     finally:
-        slurm.runner.run(slurm.command("scancel", job), 30)
+        slurm.cli.complete("scancel", job)
         for node in drained:
             slurm.resume(node)
     return {

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from sentinel.errors import CollectorError
 from sentinel.events import NODE_NAME_PATTERN
-from sentinel.runner import SubprocessRunner, output_of
+from sentinel.slurm_cli import SlurmCli
 
 DEFAULT_INTERVAL_S = 30.0
 Runner = Callable[[list[str]], str]
@@ -20,7 +20,7 @@ _JOB_ID = re.compile(r"^[0-9]+(?:_[0-9]+)?(?:\+[0-9]+)?$")  # 123, array 123_4, 
 
 
 def run_command(argv: list[str]) -> str:
-    return output_of(SubprocessRunner().run(argv, timeout_s=10.0), CollectorError)
+    return SlurmCli(timeout_s=10.0).text(argv, CollectorError)
 
 
 class SlurmJobs:

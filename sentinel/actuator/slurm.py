@@ -19,7 +19,6 @@ pending is not requeued again.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
@@ -42,7 +41,8 @@ from sentinel.clock import Clock, SystemClock
 from sentinel.config_actuation import SlurmActuatorConfig
 from sentinel.errors import ActuatorError
 from sentinel.hooks import ack
-from sentinel.runner import NOT_FOUND, TIMED_OUT, CommandRunner, Completed, SubprocessRunner
+from sentinel.runner import NOT_FOUND, TIMED_OUT, CommandRunner, Completed
+from sentinel.slurm_cli import SlurmCli
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,26 +72,26 @@ class SlurmScheduler:
                  stop: threading.Event | None = None, clock: Clock | None = None) -> None:
         self.config = config
         self.clock = clock or SystemClock()
-        self.runner = runner or SubprocessRunner({"SLURM_CONF": config.slurm_conf} if config.slurm_conf else None)
+        self.cli = SlurmCli.from_config(config, runner)
         self.stop = stop or threading.Event()
-        self.acks: dict[str, ack.Ack] = {}  # the last acknowledgement seen per job (benchmarks and logs read it)
+        self.acks: dict[str, ack.Ack] = {}  # the last acknowledgement seen per job (its step and save time)
 
     # --- commands, with retries while slurmctld is away ---------------------------------------------------------
     def _run(self, argv: Sequence[str], tolerate: re.Pattern[str] | None = None) -> Completed:
         """Run one Slurm command; retry with backoff while slurmctld is unreachable; raise on any other failure
         unless its message matches ``tolerate`` (then the caller reads the result)."""
-        return self._retrying(lambda: self._once(self.command(*argv), tolerate), " ".join(argv[:3]))
+        return self._retrying(lambda: self._once(argv, tolerate), " ".join(argv[:3]))
 
-    def _once(self, argv: list[str], tolerate: re.Pattern[str] | None) -> Completed:
-        done = self.runner.run(argv, self.config.command_timeout_s)
+    def _once(self, argv: Sequence[str], tolerate: re.Pattern[str] | None) -> Completed:
+        done = self.cli.complete(*argv)
         message = (done.stderr or done.stdout).strip()
         if done.returncode == 0 or (tolerate is not None and tolerate.search(message)):
             return done
         if done.returncode == TIMED_OUT or UNREACHABLE.search(message):
-            raise SlurmUnreachable(f"{argv[0]}: {message}")
+            raise SlurmUnreachable(f"{done.argv[0]}: {message}")
         if done.returncode == NOT_FOUND:
             raise ActuatorError(f"{message} (set actuator.slurm.bin_dir)")
-        raise ActuatorError(f"{' '.join(argv[:4])}: exit {done.returncode}: {message}")
+        raise ActuatorError(f"{' '.join(done.argv[:4])}: exit {done.returncode}: {message}")
 
     def _retrying(self, call: Callable[[], T], what: str) -> T:
         deadline = time.monotonic() + self.config.unreachable_timeout_s
@@ -110,14 +110,14 @@ class SlurmScheduler:
 
     # --- reading state -----------------------------------------------------------------------------------------
     def jobs(self) -> list[SlurmJob]:
-        return self._retrying(lambda: parse_jobs(self._once(self.command("squeue", "--json"), None).stdout), "squeue")
+        return self._retrying(lambda: parse_jobs(self._once(["squeue", "--json"], None).stdout), "squeue")
 
     def job(self, job_id: str) -> SlurmJob | None:
         check_job(job_id)
         return next((j for j in self.jobs() if j.job_id == job_id), None)
 
     def nodes(self) -> list[SlurmNode]:
-        return self._retrying(lambda: parse_nodes(self._once(self.command("sinfo", "--json"), None).stdout), "sinfo")
+        return self._retrying(lambda: parse_nodes(self._once(["sinfo", "--json"], None).stdout), "sinfo")
 
     def node(self, name: str) -> SlurmNode:
         check_node(name)
@@ -125,10 +125,6 @@ class SlurmScheduler:
             if node.name == name:
                 return node
         raise ActuatorError(f"Slurm has no node named {name!r}")
-
-    def command(self, *argv: str) -> list[str]:
-        """``argv`` with the program found in ``bin_dir`` when one is configured."""
-        return [os.path.join(self.config.bin_dir, argv[0]) if self.config.bin_dir else argv[0], *argv[1:]]
 
     # --- the Scheduler protocol --------------------------------------------------------------------------------
     def jobs_on(self, node: str) -> list[str]:

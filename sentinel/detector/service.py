@@ -62,7 +62,7 @@ class Detector:
         self.telemetry_topic, self.logs_topic, self.findings_topic = topics  # other names: benchmarks only
         self.consumer = transport.consumer(group, [self.telemetry_topic, self.logs_topic],
                                            replay_messages=config.replay_messages)
-        self.samples_seen = self.gpu_samples_seen = 0  # totals since start (benchmarks read them)
+        self.samples_seen = self.gpu_samples_seen = 0  # totals since start; the metrics grow from them per batch
         self.recorded_ts: dict[str, float] = {}  # node -> sample ts last written to the store
         self.recent_xids: dict[tuple[str, int | str, int], float] = {}  # (node, GPU, Xid) -> last event ts
         self.windows: dict[str, NodeWindow] = {}

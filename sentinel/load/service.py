@@ -90,22 +90,8 @@ def build_load_service(config: Config, engine: Engine, clock: Clock, source: Que
         return None
     if source is None:
         from sentinel.load.squeue import SqueueSource
+        from sentinel.slurm_cli import SlurmCli
 
-        source = SqueueSource(runner=_slurm_runner(config))
+        cli = SlurmCli.from_config(config.actuator.slurm)
+        source = SqueueSource(runner=cli.text)
     return LoadService(engine, source, clock, config.load.interval_s, refresher if config.load.refit else None)
-
-
-def _slurm_runner(config: Config) -> Callable[[list[str]], str]:
-    """``squeue`` from ``actuator.slurm.bin_dir`` with its ``slurm_conf``, through the actuator's runner seam."""
-    import os
-
-    from sentinel.runner import SubprocessRunner, output_of
-
-    slurm = config.actuator.slurm
-    runner = SubprocessRunner({"SLURM_CONF": slurm.slurm_conf} if slurm.slurm_conf else None)
-
-    def run(argv: list[str]) -> str:
-        argv = [os.path.join(slurm.bin_dir, argv[0]) if slurm.bin_dir else argv[0], *argv[1:]]
-        return output_of(runner.run(argv, slurm.command_timeout_s), SentinelError)
-
-    return run

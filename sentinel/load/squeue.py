@@ -17,7 +17,7 @@ from typing import Any
 
 from sentinel.errors import ValidationError
 from sentinel.load_bins import ALL, PartitionLoad, QueueSnapshot
-from sentinel.runner import SubprocessRunner, output_of
+from sentinel.slurm_cli import SlurmCli
 
 RUNNING = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SUSPENDED"})
 PENDING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})
@@ -99,7 +99,7 @@ def parse_squeue(data: str | bytes | Mapping[str, Any], ts: float,
 
 
 def _run(argv: list[str]) -> str:
-    return output_of(SubprocessRunner().run(argv, timeout_s=30.0), ValidationError)
+    return SlurmCli(timeout_s=30.0).text(argv, ValidationError)
 
 
 class SqueueSource:
