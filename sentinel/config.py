@@ -170,10 +170,14 @@ class DetectorConfig(_Section, frozen=True):
 class BreakerConfig(_Section, frozen=True):
     max_fraction: float = 0.1
     window_s: float = 3600.0
+    min_nodes: int = 1  # nodes that may be acted on per window whatever the fraction (small partitions)
+    min_healthy: int = 0  # never leave fewer nodes than this in service (0: off); a refusal does not open it
 
     def __post_init__(self) -> None:
         require(0 < self.max_fraction <= 1, "max_fraction", "must be in (0, 1]", self.max_fraction)
         _positive("window_s", self.window_s)
+        require(self.min_nodes >= 1, "min_nodes", "must be >= 1", self.min_nodes)
+        require(self.min_healthy >= 0, "min_healthy", "must be >= 0", self.min_healthy)
 
 
 class HysteresisConfig(_Section, frozen=True):

@@ -229,6 +229,7 @@ class Controller:
             command_in_flight=unit.pending_command(node),
             recent_incidents=unit.incident_counts(since, node).get(node, 0),
             breaker=breaker,
+            held_out=unit.held_out(),
         )
 
     def _incident_for(self, finding: Finding, incident: Incident | None, now: float) -> Incident:

@@ -152,3 +152,34 @@ def test_reset_closes_the_breaker_and_forgets_the_window() -> None:
     assert not b.state.is_open and b.state.recent == [] and b.state.changed_ts == 3.0
     assert b.admit("gpu-002", 10, 4.0).allowed  # gpu-001 no longer counts
     assert not b.admit("gpu-003", 10, 5.0).allowed
+
+
+def test_a_small_partition_may_set_an_absolute_floor_on_the_nodes_acted_on_per_window() -> None:
+    """Issue 17: on 8 nodes 10 % is one node an hour, so the second fault opens the breaker; ``min_nodes``
+    lets the operator of a small partition allow a few (the fraction still rules a large fleet)."""
+    small = BreakerConfig(max_fraction=0.1, min_nodes=3)
+    assert limit(small, 8) == 3 and limit(small, 1000) == 100
+    b = Judge(max_fraction=0.1)
+    b.config = small
+    assert all(b.admit(f"gpu-{i}", 8, float(i)).allowed for i in range(3))
+    assert not b.admit("gpu-9", 8, 10.0).allowed and b.state.is_open
+
+
+def test_min_healthy_holds_back_an_action_that_would_leave_too_few_nodes_in_service_without_opening() -> None:
+    """Medik8s' minHealthy: with 4 of 6 nodes in service and min_healthy 4, taking one more out is refused,
+    the breaker stays closed, and the same node is admitted once others return."""
+    config = BreakerConfig(max_fraction=1.0, min_healthy=4)
+    verdict, new = admission(CLOSED, "gpu-5", 6, 100.0, config, in_service=4)
+    assert not verdict.allowed and new is None and "min_healthy" in verdict.reason
+    verdict, new = admission(CLOSED, "gpu-5", 6, 100.0, config, in_service=5)
+    assert verdict.allowed and new is not None and not new.is_open
+
+
+def test_the_floors_are_validated_with_their_path() -> None:
+    from sentinel.config import from_mapping
+    from sentinel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="policy.breaker.min_nodes"):
+        from_mapping({"policy": {"breaker": {"min_nodes": 0}}})
+    with pytest.raises(ConfigError, match="policy.breaker.min_healthy"):
+        from_mapping({"policy": {"breaker": {"min_healthy": -1}}})

@@ -284,3 +284,20 @@ def test_a_long_command_does_not_hold_up_other_nodes_or_the_loop(repo: Repositor
     rig.pump()
     assert rig.scheduler.drain_reason("gpu-node-001") is not None
     assert sorted(rig.statuses()) == ["done", "done"]
+
+
+def test_min_healthy_keeps_enough_nodes_in_service_and_the_breaker_closed(repo: Repository) -> None:
+    """Issue 17: a 10-node partition that must keep 9 in service loses one node to a fatal fault; the second
+    fault is observed, not acted on, and the breaker stays closed (the fleet is thin, not misbehaving)."""
+    rig = Rig(repo, breaker={"max_fraction": 1.0, "min_healthy": 9})
+    rig.find("gpu-node-001")
+    rig.pump()
+    rig.clock.advance(5)
+    rig.find("gpu-node-002")
+    rig.pump()
+    drains = {d["node"]: d for d in repo.table("decisions") if d["action"] == "drain_requeue"}
+    assert drains["gpu-node-001"]["mode"] == "execute" and drains["gpu-node-002"]["mode"] == "observe"
+    assert "min_healthy" in drains["gpu-node-002"]["reason"]
+    state = repo.load_breaker()
+    assert state is not None and not state.is_open
+    assert rig.scheduler.drain_reason("gpu-node-002") is None

@@ -23,16 +23,21 @@ class Verdict:
 
 
 def limit(config: BreakerConfig, fleet_size: int) -> int:
-    """Nodes that may be acted on per window; at least one, so a small fleet can still lose a bad node."""
-    return max(1, math.floor(config.max_fraction * fleet_size + 1e-9))
+    """Nodes that may be acted on per window: the fraction of the fleet, but at least ``min_nodes`` (1 by
+    default, so a small fleet can still lose a bad node; more for small partitions)."""
+    return max(config.min_nodes, math.floor(config.max_fraction * fleet_size + 1e-9))
 
 
-def admission(state: BreakerRow, node: str, fleet_size: int, now: float,
-              config: BreakerConfig) -> tuple[Verdict, BreakerRow | None]:
+def admission(state: BreakerRow, node: str, fleet_size: int, now: float, config: BreakerConfig,
+              in_service: int | None = None) -> tuple[Verdict, BreakerRow | None]:
     """The breaker's judgement, without I/O: the verdict on acting on ``node`` now and the new state (None when
-    nothing changes: the breaker is already open)."""
+    nothing changes). ``in_service``: nodes not held out by Sentinel now; taking one more below
+    ``min_healthy`` is refused without opening the breaker (the fleet is thin, not misbehaving)."""
     if state.is_open:
         return Verdict(False, f"breaker open since {state.changed_ts:.0f}: {state.reason}"), None
+    if config.min_healthy and in_service is not None and in_service - 1 < config.min_healthy:
+        return Verdict(False, f"{in_service} nodes in service; acting would leave fewer than policy.breaker."
+                              f"min_healthy ({config.min_healthy})"), None
     recent = [(ts, n) for ts, n in state.recent if ts > now - config.window_s]
     nodes = {n for _, n in recent}
     cap = limit(config, fleet_size)

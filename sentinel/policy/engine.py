@@ -31,6 +31,7 @@ class Facts:
     command_in_flight: str | None  # incident of a command on this node that is decided but not finished
     recent_incidents: int  # incidents on this node inside policy.lemon.window_s
     breaker: BreakerRow
+    held_out: int = 0  # nodes Sentinel holds out of service now (drained, or a drain under way)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ def decide(incident: Incident, finding: Finding, facts: Facts, config: PolicyCon
                 blocked.append(name)
                 reasons.append(reason)
         if not blocked:
-            verdict, breaker = admission(facts.breaker, incident.node, facts.fleet_size, now, config.breaker)
+            verdict, breaker = admission(facts.breaker, incident.node, facts.fleet_size, now, config.breaker,
+                                         in_service=facts.fleet_size - facts.held_out)
             if not verdict.allowed:
                 blocked.append("breaker")
                 reasons.append(verdict.reason)

@@ -97,6 +97,13 @@ class Unit:
         return self.conn.execute(select(s.commands.c.incident_id).where(
             s.commands.c.node == node, s.commands.c.status == "pending").limit(1)).scalar()
 
+    def held_out(self) -> int:
+        """Nodes Sentinel holds out of service: drained by it, or with a drain decided and not finished."""
+        drained = select(s.nodes.c.name).where(s.nodes.c.drained_incident_id.is_not(None))
+        pending = select(s.commands.c.node).where(s.commands.c.status == "pending")
+        union = drained.union(pending).subquery()
+        return int(self.conn.execute(select(func.count()).select_from(union)).scalar_one())
+
     def incident_counts(self, since_ts: float, node: str | None = None) -> dict[str, int]:
         """Incidents opened since ``since_ts`` per node (lemon tracking)."""
         query = (select(s.incidents.c.node, func.count()).where(s.incidents.c.opened_ts >= since_ts)
