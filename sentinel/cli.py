@@ -21,6 +21,7 @@ from sentinel.verbs.actuation import cmd_keygen, cmd_requests
 from sentinel.verbs.advise import add_advise_verbs
 from sentinel.verbs.demo import cmd_demo
 from sentinel.verbs.forecast import add_forecast_verbs
+from sentinel.verbs.incident import cmd_incident_show
 from sentinel.verbs.models import cmd_model_list, cmd_model_show, cmd_train
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_export, cmd_sim_plan
@@ -113,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     incidents.add_argument("--node", help="only this node")
     incidents.add_argument("--since", metavar="DURATION", help="only incidents updated in the last DURATION (1h, 2d)")
     incidents.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
+    incident = verbs.add_parser("incident", help="one incident in full").add_subparsers(dest="sub", required=True)
+    show = incident.add_parser("show", parents=[common], help="an incident's findings with evidence, decisions with "
+                                                             "guards and reasons, commands and action steps")
+    show.add_argument("id", metavar="ID", help="an incident id (`sentinel incidents` lists them)")
+    show.set_defaults(func=cmd_incident_show)
     verb("status", "summary of the store, policy mode and breaker", cmd_status)
 
     resume = verb("resume", "return a node Sentinel drained to service (Slurm; only nodes with our drain reason) "
@@ -123,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     breaker.add_argument("action", choices=("status", "reset"), nargs="?", default="status")
     requests = verb("requests", "the operator queue: GPU reset and reboot requests (never executed by Sentinel)",
                     cmd_requests)
+    requests.add_argument("action", choices=("list", "ack"), nargs="?", default="list",
+                          help="list the open requests (default), or ack one as done")
+    requests.add_argument("id", nargs="?", metavar="ID", help="the request to acknowledge (its `id` column)")
+    requests.add_argument("--all", action="store_true", help="also list acknowledged requests")
     requests.add_argument("--limit", type=int, default=200, help="at most this many, newest first (default 200)")
     keygen = verb("keygen", "write a new command-signing key file (mode 0600) for security.key_file", cmd_keygen)
     keygen.add_argument("file", metavar="FILE", help="where to write the key; an existing file is never overwritten")

@@ -37,10 +37,13 @@ class Queries:
         with self.engine.connect() as conn:
             return Unit(conn).incident_counts(since_ts, node)
 
-    def operator_queue(self, limit: int = 1000) -> list[dict[str, Any]]:
-        """GPU reset and reboot requests, newest first: recorded for a person, never executed by Sentinel."""
+    def operator_queue(self, limit: int = 1000, include_acked: bool = False) -> list[dict[str, Any]]:
+        """GPU reset and reboot requests, newest first: recorded for a person, never executed by Sentinel; only
+        the open ones (not acknowledged) unless ``include_acked``."""
         query = (select(s.decisions).where(s.decisions.c.action.in_([a.value for a in _REQUESTS]))
                  .order_by(s.decisions.c.ts.desc()).limit(limit))
+        if not include_acked:
+            query = query.where(s.decisions.c.acked_ts.is_(None))
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 

@@ -155,6 +155,15 @@ class Repository(Queries):
                 )
         return added
 
+    def ack_request(self, decision_id: str, by: str, now: float) -> bool:
+        """Mark an operator request done; False when there is no such open request."""
+        d = s.decisions.c
+        with self.engine.begin() as conn:
+            done = conn.execute(update(s.decisions).where(
+                d.id == decision_id, d.action.in_(["request_gpu_reset", "request_reboot"]), d.acked_ts.is_(None))
+                .values(acked_ts=now, acked_by=by[:100]))
+        return bool(done.rowcount)
+
     def resolve_quiet_incidents(self, quiet_since_ts: float, now: float) -> int:
         """Resolve open incidents (not acted on) without a finding since ``quiet_since_ts``; return how many.
 

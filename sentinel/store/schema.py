@@ -102,6 +102,8 @@ decisions = Table(
     Column("mode", ENUM, nullable=False),
     Column("reason", Text, nullable=False),
     Column("blocked_by", JSON, nullable=False),
+    Column("acked_ts", Float, nullable=True),  # operator requests: when a person said it was done
+    Column("acked_by", String(100), nullable=True),
     Index(None, "node", "ts"),
 )
 
