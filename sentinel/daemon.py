@@ -108,11 +108,19 @@ def validate(config: Config) -> None:
                               f"{', '.join(sorted(slots))}")
 
 
-def refresh_forecasts(engine: Engine, partitions: list[str]) -> dict[str, str]:
-    """Refit the stored demand forecasters of ``partitions`` (the load service calls it after new bins)."""
-    from sentinel.forecast.resident import refresh  # imports the forecaster (and, to fit, scikit-learn)
+def after_bins(config: Config, metrics: Metrics, clock: Clock) -> Callable[[Engine, list[str]], dict[str, str]]:
+    """What the load service does after storing new bins: refit the stored demand forecasters of their
+    partitions (``load.refit``), then publish the capacity outlook's gauges."""
 
-    return refresh(engine, partitions)
+    def run(engine: Engine, partitions: list[str]) -> dict[str, str]:
+        from sentinel.forecast.gauges import publish_outlook  # imports the forecaster (and, to fit, sklearn)
+        from sentinel.forecast.resident import refresh
+
+        done = refresh(engine, partitions) if config.load.refit else {}
+        publish_outlook(engine, metrics, clock)
+        return done
+
+    return run
 
 
 def open_repository(config: Config, migrate: bool) -> Repository:
@@ -245,7 +253,7 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
 
     agent = build_agent(config, clock, metrics, sink)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
-    load = build_load_service(config, repo.engine, clock, refresher=refresh_forecasts)
+    load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
     try:
         _run_rounds(config, stop, max_cycles, agent, pipeline, load)
         if max_cycles is not None:  # a bounded run ends with its commands carried out and their results stored
@@ -324,7 +332,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
                                                  config.actuator.workers, require_key_file=True)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
-    load = build_load_service(config, repo.engine, clock, refresher=refresh_forecasts)
+    load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
     heartbeat = Heartbeat(notifier())
     try:
         while not stop.is_set():

@@ -132,8 +132,13 @@ def test_the_second_call_uses_the_stored_model_until_six_newer_bins_arrive(
         assert main(["forecast", "--db", str(db), "-o", "json", *extra]) == 0
         return dict(json.loads(capsys.readouterr().out))
 
-    cold, warm = call(), call()
-    assert cold["model"]["source"] == "fitted" and warm["model"]["source"] == "stored"
+    cold, still_cold = call(), call()  # a plain forecast writes nothing, not even the model it fitted
+    assert cold["model"]["source"] == still_cold["model"]["source"] == "fitted"
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM forecast_models").scalar() == 0
+        assert conn.exec_driver_sql("SELECT count(*) FROM forecasts").scalar() == 0
+    saved, warm = call("--save"), call()
+    assert saved["model"]["source"] == "fitted" and warm["model"]["source"] == "stored"
     assert warm["forecast"] == cold["forecast"]
     assert call("--refit")["model"]["source"] == "fitted"
     assert call("--horizon", "24h")["model"]["source"] == "fitted"  # the stored model lacks the 24 h horizons
@@ -148,7 +153,7 @@ def test_the_second_call_uses_the_stored_model_until_six_newer_bins_arrive(
 def test_a_warm_forecast_imports_no_scikit_learn(store: Path, tmp_path: Path) -> None:
     """The stored model is evaluated with numpy: the command's start does not pay for scikit-learn or scipy."""
     db = _copy(store, tmp_path / "copy.db")
-    assert main(["forecast", "--db", str(db), "-o", "json"]) == 0  # stores a model if none was
+    assert main(["forecast", "--db", str(db), "-o", "json", "--save"]) == 0  # stores a model if none was
     script = ("import sys\nfrom sentinel.cli import main\n"
               f"assert main(['forecast', '--db', {str(db)!r}, '-o', 'json']) == 0\n"
               "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy', 'matplotlib'))\n"
@@ -163,3 +168,38 @@ def test_the_parser_repeats_the_server_bench_intervals() -> None:
     from benchmarks.server import DEFAULT_INTERVAL_S
 
     assert server_verbs.DEFAULT_INTERVAL_S == DEFAULT_INTERVAL_S
+
+
+def test_new_load_bins_publish_the_capacity_outlook_gauges_the_alerts_read(store: Path) -> None:
+    """Issue 17: the forecast gauges had no caller, so SentinelForecastStale fired for ever and the capacity alert
+    could never fire. The load service's after-bins hook (as the controller and `sentinel run` wire it) now
+    publishes them: demand per horizon with its interval, expected losses, healthy GPUs, margin, timestamp."""
+    from sentinel.clock import ManualClock
+    from sentinel.config import from_mapping
+    from sentinel.daemon import after_bins
+    from sentinel.metrics import Metrics
+
+    metrics = Metrics()
+    clock = ManualClock(START + 600.0 * 4 * 144 + 30)
+    hook = after_bins(from_mapping({"load": {"refit": False}}), metrics, clock)
+    hook(make_engine(f"sqlite:///{store}"), [ALL])
+    get = metrics.registry.get_sample_value
+    assert get("sentinel_forecast_generated_timestamp_seconds") == clock.now()
+    for horizon in ("1h", "3h"):
+        lower, mean, upper = (get("sentinel_forecast_demand_gpus", {"horizon": horizon, "bound": b})
+                              for b in ("lower", "mean", "upper"))
+        assert lower is not None and mean is not None and upper is not None and 0 <= lower <= mean <= upper
+        margin = get("sentinel_forecast_capacity_margin_gpus", {"horizon": horizon})
+        assert margin == pytest.approx(get("sentinel_forecast_healthy_gpus")
+                                       - get("sentinel_forecast_expected_lost_gpus", {"horizon": horizon}) - upper)
+    assert get("sentinel_forecast_healthy_gpus") == 31  # four 8-GPU nodes, one GPU lost
+
+
+def test_without_load_bins_nothing_is_published_and_the_stale_alert_stays_quiet(repo: Repository) -> None:
+    from sentinel.clock import ManualClock
+    from sentinel.forecast.gauges import publish_outlook
+    from sentinel.metrics import Metrics
+
+    metrics = Metrics()
+    assert publish_outlook(repo.engine, metrics, ManualClock()) == {}
+    assert metrics.registry.get_sample_value("sentinel_forecast_generated_timestamp_seconds") == 0

@@ -49,21 +49,22 @@ def choose_partition(engine: Engine, wanted: str | None) -> str | None:
     return ALL if ALL in known else sorted(known)[0]
 
 
-def demand(engine: Engine, partition: str, bins: int,
-           refit: bool = False) -> tuple[Forecast, LoadSeries, dict[str, Any]]:
-    """The forecast from the stored forecaster when fresh, else from a new fit (stored for the next call)."""
+def demand(engine: Engine, partition: str, bins: int, refit: bool = False,
+           save_model: bool = True) -> tuple[Forecast, LoadSeries, dict[str, Any]]:
+    """The forecast from the stored forecaster when fresh, else from a new fit (stored when ``save_model``)."""
     s = models.history(engine, partition)
-    found = models.resident(engine, partition, s, _anchors(bins), refit)
+    found = models.resident(engine, partition, s, _anchors(bins), refit, save=save_model)
     return found.model.forecast(s, bins), s, models.describe(found)
 
 
 def build_report(engine: Engine, partition: str | None = None, horizon_s: float = 3 * 3600.0,
                  failure_model: FailureModel | None = None, top: int = 10, refit: bool = False,
-                 clock: Clock | None = None) -> dict[str, Any]:
+                 clock: Clock | None = None, save_model: bool = True) -> dict[str, Any]:
     bins = horizon_bins(horizon_s)
     chosen = choose_partition(engine, partition)
     notes: list[str] = []
-    forecast, history, fitted = (None, None, {}) if chosen is None else demand(engine, chosen, bins, refit)
+    forecast, history, fitted = (None, None, {}) if chosen is None else demand(engine, chosen, bins, refit,
+                                                                               save_model)
     if forecast is None:
         notes.append("no load bins recorded yet: record them from the scheduler (see docs/forecast.md)")
     else:

@@ -80,7 +80,7 @@ def _model_line(report: dict[str, Any]) -> str:
     if model.get("source") == "stored":
         return f" (model fitted up to the bin at {fmt_ts(model['fitted_ts'])})"
     if model.get("source") == "fitted":
-        return " (model fitted now and stored)"
+        return " (model fitted now and stored)" if model.get("saved") else " (model fitted now; --save keeps it)"
     return ""
 
 

@@ -3,7 +3,8 @@
 ``sentinel forecast`` used to fit its models on every call (and import scikit-learn to do it): seconds of a
 command that should answer at once. Now a fitted forecaster is stored per partition (table
 ``forecast_models``) by whoever fits it first: the load recorder in ``sentinel controller`` / ``sentinel run``
-after it stores new bins, or the command itself on a cold store. It stays fresh until ``REFIT_BINS`` newer bins
+after it stores new bins, or ``sentinel forecast --save`` on a cold store (without ``--save`` the command writes
+nothing). It stays fresh until ``REFIT_BINS`` newer bins
 arrived (the forecaster's own ``refit_every``: the online update) and while it covers the horizons asked for;
 forecasts always read the newest bins as lags, so a fresh model answers for the newest bin.
 """
@@ -82,10 +83,11 @@ def fit(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...],
 
 
 def resident(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...],
-             refit: bool = False) -> Resident:
-    """The stored forecaster when fresh (unless ``refit``), else a new fit that is stored for the next call."""
+             refit: bool = False, save: bool = True) -> Resident:
+    """The stored forecaster when fresh (unless ``refit``), else a new fit, stored for the next call when
+    ``save`` (a read-only ``sentinel forecast`` without ``--save`` writes nothing)."""
     found = None if refit else stored(engine, partition, s, anchors)
-    return found if found is not None else fit(engine, partition, s, anchors)
+    return found if found is not None else fit(engine, partition, s, anchors, save=save)
 
 
 def refresh(engine: Engine, partitions: list[str] | None = None) -> dict[str, str]:
@@ -103,4 +105,4 @@ def refresh(engine: Engine, partitions: list[str] | None = None) -> dict[str, st
 
 
 def describe(r: Resident) -> dict[str, Any]:
-    return {"source": r.source, "fitted_ts": r.fitted_ts, "anchors_bins": list(r.model.anchors)}
+    return {"source": r.source, "fitted_ts": r.fitted_ts, "anchors_bins": list(r.model.anchors), "saved": r.saved}

@@ -34,7 +34,8 @@ class QueueSource(Protocol):
     def snapshot(self, ts: float) -> QueueSnapshot: ...
 
 
-Refresher = Callable[[Engine, list[str]], dict[str, str]]  # refits the demand forecaster of these partitions
+# after new bins of these partitions: refit the demand forecaster (load.refit), publish the outlook's gauges
+Refresher = Callable[[Engine, list[str]], dict[str, str]]
 
 
 class LoadService:
@@ -94,4 +95,4 @@ def build_load_service(config: Config, engine: Engine, clock: Clock, source: Que
 
         cli = SlurmCli.from_config(config.actuator.slurm)
         source = SqueueSource(runner=cli.text)
-    return LoadService(engine, source, clock, config.load.interval_s, refresher if config.load.refit else None)
+    return LoadService(engine, source, clock, config.load.interval_s, refresher)

@@ -22,7 +22,8 @@ def add_forecast_verbs(verb: Callable[..., argparse.ArgumentParser]) -> None:
     fc.add_argument("--partition", metavar="P", help="scheduler partition (default: all, the whole cluster)")
     fc.add_argument("--plot", metavar="FILE.png", help="also draw the forecast as a PNG (needs the plot extra)")
     fc.add_argument("--top", type=int, default=10, help="nodes at risk to list (default 10)")
-    fc.add_argument("--save", action="store_true", help="also store the forecast in the forecasts table")
+    fc.add_argument("--save", action="store_true",
+                    help="also store the forecast (forecasts table) and the model it fitted, if any")
     fc.add_argument("--refit", action="store_true", help="fit the demand model now instead of using the stored one "
                                                          "(it is refitted anyway once 6 newer bins arrived)")
 
@@ -37,7 +38,8 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         raise ValidationError("--top must be >= 0")
     horizon_s = parse_duration(args.horizon)
     repo = open_repo(args)
-    report = build_report(repo.engine, args.partition, horizon_s, top=args.top, refit=args.refit)
+    report = build_report(repo.engine, args.partition, horizon_s, top=args.top, refit=args.refit,
+                          save_model=args.save)  # a plain forecast reads; only --save writes
     text = render_report(report)
     if args.plot:
         from sentinel.forecast.plot import plot_report
