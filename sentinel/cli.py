@@ -54,6 +54,15 @@ def common_options(top: bool) -> argparse.ArgumentParser:
     return common
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sentinel-gpu")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = common_options(top=False)
     parser = argparse.ArgumentParser(
@@ -62,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sentinel: predict GPU node failures and move training jobs off failing nodes before they crash.",
         epilog="Start with `sentinel demo`. Each verb has its own --help.",
     )
+    parser.add_argument("--version", action="version", version=f"sentinel {_version()}")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     def verb(name: str, help_text: str, func: Any, **kw: Any) -> argparse.ArgumentParser:

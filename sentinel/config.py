@@ -235,6 +235,9 @@ class StoreConfig(_Section, frozen=True):
 
     def __post_init__(self) -> None:
         require("://" in self.url, "url", "must be a SQLAlchemy URL like sqlite:///path.db", self.url)
+        kind = self.url.split("://", 1)[0].split("+", 1)[0]
+        require(kind in ("sqlite", "postgresql"), "url",
+                "must be sqlite:///PATH or postgresql+psycopg://USER@HOST/DB", self.url.split("@")[-1])
 
 
 class MetricsConfig(_Section, frozen=True):

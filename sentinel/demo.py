@@ -21,6 +21,7 @@ from sentinel.actuator.steps import SchedulerActuator
 from sentinel.clock import ManualClock, SystemClock
 from sentinel.config import Config, from_mapping
 from sentinel.daemon import build_pipeline, open_repository
+from sentinel.errors import ConfigError
 from sentinel.events import SEVERITY_RANK, Severity
 from sentinel.load_bins import BIN_S, LoadRecorder, bin_start
 from sentinel.metrics import Metrics
@@ -71,8 +72,20 @@ def demo_config(db_path: str) -> Config:
     )
 
 
+def _refuse_foreign_file(path: Path) -> None:
+    """The demo recreates its store: refuse to delete a file that is not an earlier demo's (SQLite) store."""
+    if not path.exists():
+        return
+    with open(path, "rb") as handle:
+        header = handle.read(16)
+    if not path.is_file() or (path.stat().st_size and header != b"SQLite format 3\x00"):
+        raise ConfigError(f"--db-path {path}: exists and is not a demo store; refusing to delete it (choose "
+                          "another path)")
+
+
 def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = None) -> DemoReport:
     started = time.perf_counter()
+    _refuse_foreign_file(Path(options.db_path))
     for suffix in ("", "-wal", "-shm"):
         Path(options.db_path + suffix).unlink(missing_ok=True)
     config = demo_config(options.db_path)

@@ -107,6 +107,9 @@ def load_key(path: str, setting: str = "security.key_file") -> SigningKey:
 
 def write_key(path: str) -> SigningKey:
     """Create a new key file (mode 0600, never overwriting) holding 32 random bytes as hex."""
+    if os.path.isdir(path):
+        example = os.path.join(path, "command.key")
+        raise ConfigError(f"{path}: is a directory; name the key file to create, e.g. {example}")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

@@ -11,7 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 
 from sentinel.errors import StoreError
 
@@ -29,8 +29,12 @@ def make_engine(url: str, must_exist: bool = False) -> Engine:
                 raise StoreError(f"no store at {path} (run `sentinel db upgrade`, `sentinel run` or `sentinel demo`)")
             path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, future=True)
+    except ModuleNotFoundError as exc:  # the URL's database driver is not installed
+        raise StoreError(f"store.url {redacted(url)}: its driver {exc.name!r} is not installed; for PostgreSQL use "
+                         "postgresql+psycopg://... with the postgres extra (pip install 'sentinel-gpu[postgres]')"
+                         ) from None
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-        raise StoreError(f"store.url {url!r}: {exc}") from None
+        raise StoreError(f"store.url {redacted(url)}: {exc}") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
@@ -80,6 +84,8 @@ def current_revision(engine: Engine) -> str | None:
             return MigrationContext.configure(conn).get_current_revision()
     except OperationalError as exc:
         raise StoreError(f"cannot reach {engine.url.render_as_string(hide_password=True)}: {exc.orig}") from None
+    except DatabaseError as exc:  # e.g. SQLite: "file is not a database"
+        raise StoreError(f"{engine.url.database or engine.url}: not a Sentinel store ({exc.orig})") from None
 
 
 def require_current(engine: Engine) -> None:
