@@ -127,9 +127,13 @@ class NvmlCollector:
         for index in range(count):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
             self._handles.append(handle)
-            self._identity.append((_text(nvml.nvmlDeviceGetUUID(handle)),
-                                   _text(nvml.nvmlDeviceGetPciInfo(handle).busId),
-                                   _text(nvml.nvmlDeviceGetName(handle))))
+            try:
+                self._identity.append((_text(nvml.nvmlDeviceGetUUID(handle)),
+                                       _text(nvml.nvmlDeviceGetPciInfo(handle).busId),
+                                       _text(nvml.nvmlDeviceGetName(handle))))
+            except nvml.NVMLError as exc:  # lost before we started (Xid 79): report it as lost, keep the others
+                log.warning("GPU %d does not answer at start (%s); reported as lost", index, exc)
+                self._identity.append(("", "", ""))
         if self._xid_events:
             self._register_events()
         self.enabled = True

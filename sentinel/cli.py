@@ -19,6 +19,7 @@ from sentinel.verbs import EXIT_ERROR, EXIT_OK
 from sentinel.verbs.actuate import cmd_resume
 from sentinel.verbs.actuation import cmd_keygen, cmd_requests
 from sentinel.verbs.advise import add_advise_verbs
+from sentinel.verbs.check import cmd_check
 from sentinel.verbs.demo import cmd_demo
 from sentinel.verbs.forecast import add_forecast_verbs
 from sentinel.verbs.incident import cmd_incident_show
@@ -88,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     verb("detector", "run one detector group member (Kafka): telemetry and logs in, findings out", cmd_detector)
     verb("controller", "run the controller and the actuator (Kafka): findings -> decisions -> commands -> results",
          cmd_controller)
+    check = verb("check", "check this node once (driver, GPU count, lost GPUs, memory errors, InfiniBand ports); "
+                          "exit 0 healthy, 1 not: for Slurm's HealthCheckProgram and NHC", cmd_check)
+    check.add_argument("--expect-gpus", type=int, metavar="N", help="GPUs this node must have (default "
+                                                                    "check.expected_gpus; 0 = not checked)")
+    check.add_argument("--expect-ib-ports", type=int, metavar="N", help="InfiniBand ports that must be ACTIVE "
+                                                                        "(default check.expected_ib_ports)")
     collect = verb("collect", "read every configured collector once and print the snapshot (diagnostics)",
                    cmd_collect)
     collect.add_argument("--once", action="store_true", help="one snapshot (the only mode; kept for clarity)")

@@ -263,8 +263,20 @@ class LoadConfig(_Section, frozen=True):
                 "must be between 1 and 600 seconds (one snapshot per 10-minute bin at least)", self.interval_s)
 
 
+class CheckConfig(_Section, frozen=True):
+    """``sentinel check`` (Slurm HealthCheckProgram / NHC): what this node should have; 0 = not checked."""
+
+    expected_gpus: int = 0
+    expected_ib_ports: int = 0  # InfiniBand ports that must be ACTIVE
+
+    def __post_init__(self) -> None:
+        require(0 <= self.expected_gpus <= 64, "expected_gpus", "must be in [0, 64]", self.expected_gpus)
+        require(0 <= self.expected_ib_ports <= 64, "expected_ib_ports", "must be in [0, 64]", self.expected_ib_ports)
+
+
 class Config(_Section, frozen=True):
     agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
+    check: CheckConfig = msgspec.field(default_factory=CheckConfig)
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
     detector: DetectorConfig = msgspec.field(default_factory=DetectorConfig)
     policy: PolicyConfig = msgspec.field(default_factory=PolicyConfig)

@@ -1,0 +1,34 @@
+"""``sentinel check``: one health check of this node for Slurm's ``HealthCheckProgram`` and NHC (docs/operations.md).
+
+Exit codes: 0 healthy; 1 a check failed (each failure printed as ``ERROR: <check>: <detail>``, NHC's style),
+including "no NVIDIA driver" on a node that should have GPUs; 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+
+from sentinel.tables import render
+from sentinel.verbs import EXIT_ERROR, EXIT_OK, load_config, out
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    import pynvml
+
+    from collectors.check import judge, read_node
+
+    logging.getLogger("collectors.nvml").setLevel(logging.ERROR)  # the result says it once, in its table
+    config = load_config(args)
+    expected_gpus = config.check.expected_gpus if args.expect_gpus is None else args.expect_gpus
+    expected_ib = config.check.expected_ib_ports if args.expect_ib_ports is None else args.expect_ib_ports
+    gpus, driver_error, nics = read_node(pynvml, config.agent.nic.sysfs_root, read_nics=expected_ib > 0)
+    checks = judge(gpus, driver_error, nics, expected_gpus, expected_ib)
+    healthy = all(c.ok is not False for c in checks)
+    rows = [{**dataclasses.asdict(c), "status": {True: "ok", False: "FAIL", None: "-"}[c.ok]} for c in checks]
+    data = {"node": config.node_name(), "healthy": healthy, "checks": [dataclasses.asdict(c) for c in checks]}
+    text = render(rows, [("name", "check"), ("status", "status"), ("detail", "detail")], max_width=90)
+    text += "\n" + "\n".join(f"ERROR: {c.name}: {c.detail}" for c in checks if c.ok is False)
+    out(args, data, text.rstrip() + ("\nhealthy" if healthy else ""))
+    return EXIT_OK if healthy else EXIT_ERROR
