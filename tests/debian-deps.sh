@@ -7,6 +7,7 @@ NEEDED=(
     "systemd-analyze systemd"
     "promtool prometheus"
     "prometheus prometheus"
+    "amtool prometheus-alertmanager"  # checks deploy/alertmanager/alertmanager.yml
     "munged munge"              # the Slurm test cluster (tests/slurm.sh, the `slurm` service of tests/services.sh)
     "slurmctld slurmctld"
     "slurmd slurmd"
