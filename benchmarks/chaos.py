@@ -204,10 +204,10 @@ def run_chaos(slurm_dir: Path, store_url: str, duration_s: float = 300.0, seed: 
         counts = _play(plan.events, started, services, broker, cluster, progress)
         services.ensure_running()
         progress(f"chaos over after {time.time() - started:.0f} s ({services.kills} kills); settling")
-        room = max(0, plan.breaker_limit - len(plan.isolated))
-        want = len(plan.isolated) + min(len(plan.storm), room)
-        _wait(lambda: len(cluster.drained()) >= want and not _pending(url), settle_s, "drains to settle",
-              every_s=2.0, fail=False)
+        faulted = {*plan.isolated, *plan.storm}
+        want = min(len(faulted), plan.breaker_limit)
+        _wait(lambda: len(cluster.drained()) >= want and not _pending(url) and faulted <= _store_facts(url)["found"],
+              settle_s, "drains and findings to settle", every_s=2.0, fail=False)
         time.sleep(10.0)  # a late duplicate would show now
         drains = cluster.logged_drains(offset)
         restarts = {j["name"].removeprefix("chaos-"): int(j.get("restart_cnt", 0)) for j in cluster.jobs()

@@ -35,6 +35,13 @@ def test_nodes_split_into_isolated_faults_a_storm_and_healthy_ones_with_room_for
 PLAN = Plan(events=[], isolated=["a", "b"], storm=["c", "d", "e"], healthy=["f"], breaker_limit=3)
 
 
+def test_the_breaker_may_admit_a_storm_node_before_a_late_isolated_one() -> None:
+    """Chaos can delay an isolated fault's finding past the storm: whichever faulted nodes come first fill the
+    limit, and that is not a missing drain."""
+    result = score(PLAN, drains={"a": 1, "c": 1, "d": 1}, restarts={}, found={"a", "b", "c", "d", "e"})
+    assert result["drains_missing"] == 0 and result["breaker_exceeded"] == 0
+
+
 def test_a_perfect_run_scores_zero_on_every_failure_count() -> None:
     result = score(PLAN, drains={"a": 1, "b": 1, "d": 1}, restarts={"a": 1, "b": 1, "d": 1, "c": 0},
                    found={"a", "b", "c", "d", "e"})
@@ -44,10 +51,10 @@ def test_a_perfect_run_scores_zero_on_every_failure_count() -> None:
 
 
 def test_every_kind_of_failure_is_counted() -> None:
-    result = score(PLAN, drains={"a": 2, "c": 1, "d": 1, "f": 1}, restarts={"a": 2, "c": 1, "d": 1, "f": 1},
-                   found={"a", "c", "d"})
-    assert result["drains_missing"] == 1  # b never drained
+    result = score(PLAN, drains={"a": 2, "f": 1}, restarts={"a": 2, "f": 1}, found={"a", "c", "d"})
+    assert result["drains_missing"] == 2  # three faulted nodes fit under the limit; only a was drained
     assert result["drains_duplicated"] == 1 and result["requeues_duplicated"] == 1  # a twice
     assert result["false_drains"] == 1  # f was healthy
-    assert result["breaker_exceeded"] == 1  # a, c, d, f: four nodes under a limit of three
+    over = score(PLAN, drains={"a": 1, "b": 1, "c": 1, "d": 1}, restarts={}, found={"a", "b", "c", "d", "e"})
+    assert over["breaker_exceeded"] == 1 and over["drains_missing"] == 0  # four nodes under a limit of three
     assert result["findings_lost"] == 2  # b and e have no stored finding
