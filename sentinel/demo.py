@@ -7,6 +7,7 @@ store and the simulated scheduler, not assumed.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 import time
@@ -21,12 +22,12 @@ from sentinel.actuator.steps import SchedulerActuator
 from sentinel.clock import ManualClock, SystemClock
 from sentinel.config import Config, from_mapping
 from sentinel.daemon import build_pipeline, open_repository
-from sentinel.errors import ConfigError
+from sentinel.errors import ConfigError, ValidationError
 from sentinel.events import SEVERITY_RANK, Severity
 from sentinel.load_bins import BIN_S, LoadRecorder, bin_start
 from sentinel.metrics import Metrics
 from sentinel.sim.cluster import SimCluster
-from sentinel.sim.faults import FaultKind, demo_plan
+from sentinel.sim.faults import FATAL_KINDS, FaultKind, demo_plan, min_duration_s
 from sentinel.sim.load import simulate_load, snapshot_from_scheduler
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.store.load import record_load_bins
@@ -85,6 +86,10 @@ def _refuse_foreign_file(path: Path) -> None:
 
 def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = None) -> DemoReport:
     started = time.perf_counter()
+    if options.duration_s < min_duration_s():
+        raise ValidationError(f"--duration: at least {math.ceil(min_duration_s() / 60)}m (a thermal runaway takes "
+                              f"{(min_duration_s() - 120) / 60:.1f} min to reach shutdown after a drain cooled it), "
+                              f"got {options.duration_s / 60:g}m")
     _refuse_foreign_file(Path(options.db_path))
     for suffix in ("", "-wal", "-shm"):
         Path(options.db_path + suffix).unlink(missing_ok=True)
@@ -179,7 +184,9 @@ def _report(
         "gpus": options.nodes * options.gpus,
         "simulated_s": options.duration_s,
         "faults_injected": len(fatal),
-        "faults_by_kind": {k.value: sum(1 for f in cluster.faults if f.kind is k) for k in FaultKind},
+        "faults_by_kind": {k.value: sum(1 for f in cluster.faults if f.kind is k) for k in FATAL_KINDS},
+        "benign_by_kind": {k.value: sum(1 for f in cluster.faults if f.kind is k) for k in FaultKind
+                           if k not in FATAL_KINDS},
         "fatal_faults_detected": len(delays),
         "nodes_drained": len(drained),
         "fatal_nodes_drained": len(drained & fatal_nodes),

@@ -16,7 +16,8 @@ STAGE_MARK = {
 }
 
 
-def render_demo(report: DemoReport, limit: int = 200) -> str:
+def render_demo(report: DemoReport, limit: int = 200, program: str = "sentinel") -> str:
+    """The demo's story as text; ``program`` is how the suggested commands are spelled (as the user ran it)."""
     s = report.summary
     lines = [
         f"Simulated {s['nodes']} nodes x {s['gpus'] // s['nodes']} GPUs for {s['simulated_s'] / 60:.0f} min "
@@ -54,8 +55,8 @@ def render_demo(report: DemoReport, limit: int = 200) -> str:
         render(rows, [("what", "summary"), ("value", "")]),
         "",
         f"Everything above is in the store ({s['store']}). Try:",
-        f"  sentinel incidents --db {s['store'].removeprefix('sqlite:///')}",
-        f"  sentinel nodes --db {s['store'].removeprefix('sqlite:///')}",
+        f"  {program} incidents --db {s['store'].removeprefix('sqlite:///')}",
+        f"  {program} nodes --db {s['store'].removeprefix('sqlite:///')}",
     ]
     return "\n".join(lines)
 

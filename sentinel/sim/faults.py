@@ -51,6 +51,12 @@ XID_TEXT = {
 }
 
 
+def min_duration_s() -> float:
+    """The shortest demo run in which every planned fault plays out: a cooled thermal runaway, plus a minute
+    before it starts and a minute after shutdown (``demo_plan``)."""
+    return (THERMAL_SHUTDOWN_C - 30.0) / THERMAL_RISE_C_PER_S + 120.0
+
+
 def demo_plan(
     nodes: list[str],
     gpus: int,

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from sentinel.errors import ValidationError
 from sentinel.tables import parse_duration
 from sentinel.verbs import EXIT_EXPECTATION, EXIT_OK
 
@@ -14,12 +15,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from sentinel.demo import DemoOptions, run_demo
     from sentinel.demo_view import expectations_met, render_demo
 
+    if args.db or args.config:
+        raise ValidationError("demo builds its own config and store: name its SQLite file with --db-path "
+                              "(--db and --config are for the other verbs)")
+    as_json = args.json or args.output == "json"
     options = DemoOptions(
         nodes=args.nodes, duration_s=parse_duration(args.duration), seed=args.seed, db_path=args.db_path
     )
 
     def progress(fraction: float) -> None:
-        if not args.json and sys.stderr.isatty():
+        if not as_json and sys.stderr.isatty():
             print(
                 f"\rsimulating {options.nodes} nodes x {options.gpus} GPUs: {fraction:4.0%}",
                 end="",
@@ -28,10 +33,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
             )
 
     report = run_demo(options, progress)
-    if not args.json and sys.stderr.isatty():
+    if not as_json and sys.stderr.isatty():
         print(file=sys.stderr)
-    print(json.dumps(report.summary, indent=2) if args.json else render_demo(report))
+    print(json.dumps(report.summary, indent=2) if as_json else render_demo(report, program=_program()))
     problems = expectations_met(report.summary)
     for problem in problems:
         print(f"demo: expectation not met: {problem}", file=sys.stderr)
     return EXIT_EXPECTATION if problems else EXIT_OK
+
+
+def _program() -> str:
+    """``sentinel`` when that is what the shell finds, else the path the user ran (``.venv/bin/sentinel`` after
+    ``make demo``), so the suggested commands work when pasted."""
+    import os
+    import shutil
+
+    ran = sys.argv[0]
+    if os.path.basename(ran) != "sentinel":
+        return "sentinel"  # run as python -m sentinel.cli, or from tests
+    found = shutil.which("sentinel")
+    return "sentinel" if found and os.path.samefile(found, ran) else os.path.relpath(ran)
