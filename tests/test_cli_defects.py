@@ -87,3 +87,27 @@ def test_the_demo_epilogue_names_the_program_as_it_was_run(tmp_path: Path) -> No
     report = run_demo(DemoOptions(seed=2, db_path=str(tmp_path / "d.db"), duration_s=1200.0))
     text = render_demo(report, program=".venv/bin/sentinel")
     assert f".venv/bin/sentinel incidents --db {tmp_path / 'd.db'}" in text
+
+
+def test_collect_once_shows_new_kernel_log_events_without_moving_the_agents_position(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, `collect --once` advanced the agent's read position, so the agent never published the Xids it
+    showed, and it printed only their count."""
+    log = tmp_path / "kern.log"
+    log.write_text("kernel: NVRM: Xid (PCI:0000:1b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off "
+                   "the bus.\n")
+    position = tmp_path / "kmsg.position"
+    position.write_text(f"{log.stat().st_ino} 0\n")  # the agent has read nothing of the file yet
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\ncollectors = ["kmsg"]\n[agent.kmsg]\npath = "{log}"\nstate_path = "{position}"\n')
+    assert main(["collect", "--once", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "1 log event(s)" in out and "fallen off the bus" in out and "79" in out
+    assert position.read_text() == f"{log.stat().st_ino} 0\n"  # untouched: the agent will still publish it
+
+
+def test_collect_once_fails_when_a_collector_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "agent.toml"
+    config.write_text(f'[agent]\ncollectors = ["nic"]\n[agent.nic]\nsysfs_root = "{tmp_path / "no-sys"}"\n')
+    assert main(["collect", "--once", "--config", str(config)]) == 1
+    assert "collector nic:" in capsys.readouterr().out

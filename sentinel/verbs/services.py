@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 
 from sentinel.errors import ValidationError
 from sentinel.tables import fmt_ts, render
-from sentinel.verbs import EXIT_OK, load_config
+from sentinel.verbs import EXIT_ERROR, EXIT_OK, load_config
 
 
 def stop_on_signals() -> threading.Event:
@@ -86,11 +89,22 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     cfg = load_config(args)
     daemon.validate(cfg)
-    agent = daemon.build_agent(cfg, SystemClock(), Metrics(), sink=lambda items: None)
-    sample, logs = agent.cycle()
+    with tempfile.TemporaryDirectory() as scratch:
+        # Read the kernel log from the agent's position without moving it: a copy of the position file, so
+        # the agent still publishes every event shown here.
+        position = cfg.agent.kmsg.state_path
+        if position:
+            copy = os.path.join(scratch, "kmsg.position")
+            if os.path.exists(position):
+                shutil.copyfile(position, copy)
+            kmsg = msgspec.structs.replace(cfg.agent.kmsg, state_path=copy)
+            cfg = msgspec.structs.replace(cfg, agent=msgspec.structs.replace(cfg.agent, kmsg=kmsg))
+        agent = daemon.build_agent(cfg, SystemClock(), Metrics(), sink=lambda items: None)
+        sample, logs = agent.cycle()
+    status = EXIT_ERROR if sample.collector_errors else EXIT_OK  # a failing collector fails the diagnostic
     if args.output == "json":
         print(json.dumps({"sample": msgspec.to_builtins(sample), "logs": msgspec.to_builtins(logs)}, indent=2))
-        return EXIT_OK
+        return status
     print(f"node {sample.node} at {fmt_ts(sample.ts)} UTC: {len(sample.gpus)} GPU(s), {len(sample.nics)} NIC(s), "
           f"{len(logs)} log event(s)")
     if sample.gpus:
@@ -106,9 +120,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
         h = sample.host
         print(f"host: load {h.load1} {h.load5}, cpu {h.cpu_util_pct} %, mem available "
               f"{(h.mem_available_bytes or 0) / 2**30:.1f} GiB, disk {h.disk_used_pct} % used, boot {h.boot_id}")
+    if logs:
+        events = [{**msgspec.to_builtins(e), "when": fmt_ts(e.ts)} for e in logs]
+        print(render(events, [("when", "seen (UTC)"), ("kind", "kind"), ("xid", "xid"), ("pci_bus_id", "pci"),
+                              ("message", "message")], max_width=100))
     for name, error in sample.collector_errors.items():
         print(f"collector {name}: {error}")
-    return EXIT_OK
+    return status
 
 
 def cmd_parse_log(args: argparse.Namespace) -> int:
