@@ -32,9 +32,14 @@ def render(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], m
     cells = [[c if len(c) <= max_width else c[: max_width - 1] + "~" for c in line] for line in cells]
     headers = [h for _, h in columns]
     widths = [max([len(h)] + [len(line[i]) for line in cells]) for i, h in enumerate(headers)]
-    out = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    out = ["  ".join(_header(h).ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     out += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells]
     return "\n".join(out)
+
+
+def _header(text: str) -> str:
+    """Headers in capitals, but units as written: ``speed Mb/s`` -> ``SPEED Mb/s``, not ``MB/S``."""
+    return " ".join(w.upper() if w.isalpha() and w.islower() else w for w in text.split(" "))
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")

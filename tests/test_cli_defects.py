@@ -111,3 +111,11 @@ def test_collect_once_fails_when_a_collector_fails(tmp_path: Path, capsys: pytes
     config.write_text(f'[agent]\ncollectors = ["nic"]\n[agent.nic]\nsysfs_root = "{tmp_path / "no-sys"}"\n')
     assert main(["collect", "--once", "--config", str(config)]) == 1
     assert "collector nic:" in capsys.readouterr().out
+
+
+def test_table_headers_keep_their_units() -> None:
+    from sentinel.tables import render
+
+    header = render([{"s": 100}], [("s", "speed Mb/s")]).splitlines()[0]
+    assert header == "SPEED Mb/s"
+    assert render([{"n": 1}], [("n", "requested (UTC)")]).splitlines()[0] == "REQUESTED (UTC)"

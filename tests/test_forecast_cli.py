@@ -70,7 +70,7 @@ def test_json_has_every_bin_with_intervals_and_the_risk_of_the_hot_node(
 def test_table_shows_intervals_charts_and_nodes_at_risk(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["forecast", "--db", str(store), "--horizon", "24h"]) == 0
     text = capsys.readouterr().out
-    assert "RUNNING GPUS" in text and "+24h00m" in text and "+1h00m" in text and "+0h10m" not in text  # hourly
+    assert "RUNNING GPUs" in text and "+24h00m" in text and "+1h00m" in text and "+0h10m" not in text  # hourly
     assert "running GPUs  (* history, o forecast" in text
     assert "node-1" in text and "GPU 2 at 96 C and rising" in text
 

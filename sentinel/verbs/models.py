@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sentinel.errors import ConfigError
-from sentinel.tables import parse_duration, render
+from sentinel.tables import fmt_value, parse_duration, render
 from sentinel.verbs import EXIT_OK, load_config, out
 
 
@@ -87,9 +87,18 @@ def cmd_model_show(args: argparse.Namespace) -> int:
 
     meta = persistence.metadata(persistence.resolve(args.name, _models_dir(args)))
     shown = {k: v for k, v in meta.items() if k not in ("healthy_median", "healthy_scale")}
-    lines = [f"{k}: {v}" for k, v in shown.items() if k not in ("features", "training", "versions")]
-    lines += ["training:"] + [f"  {k}: {v}" for k, v in meta["training"].items()]
+    lines = [f"{k}: {fmt_value(v)}" for k, v in shown.items() if k not in ("features", "training", "versions")]
+    lines += ["training:"] + [f"  {k}: {_flat(v)}" for k, v in meta["training"].items()]
     lines += ["versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())]
     lines += ["features (column order): " + ", ".join(meta["features"])]
     out(args, shown, "\n".join(lines))
     return EXIT_OK
+
+
+def _flat(value: object) -> str:
+    """A nested training report as ``key value, key value`` rather than a Python dict's repr."""
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_flat(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_flat(v) for v in value)
+    return fmt_value(value)

@@ -118,8 +118,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
                             ("speed_mbps", "speed Mb/s"), ("counters", "counters")]))
     if sample.host:
         h = sample.host
-        print(f"host: load {h.load1} {h.load5}, cpu {h.cpu_util_pct} %, mem available "
-              f"{(h.mem_available_bytes or 0) / 2**30:.1f} GiB, disk {h.disk_used_pct} % used, boot {h.boot_id}")
+        cpu = "-" if h.cpu_util_pct is None else f"{h.cpu_util_pct:.0f} %"  # unknown on the first cycle
+        disk = "-" if h.disk_used_pct is None else f"{h.disk_used_pct:.0f} %"
+        print(f"host: load {h.load1} {h.load5}, cpu {cpu}, mem available "
+              f"{(h.mem_available_bytes or 0) / 2**30:.1f} GiB, disk {disk} used, boot {h.boot_id}")
     if logs:
         events = [{**msgspec.to_builtins(e), "when": fmt_ts(e.ts)} for e in logs]
         print(render(events, [("when", "seen (UTC)"), ("kind", "kind"), ("xid", "xid"), ("pci_bus_id", "pci"),
