@@ -313,7 +313,34 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     apply_env(raw, os.environ if environ is None else environ)
+    _read_secret_files(raw)
     return from_mapping(raw)
+
+
+SECRET_FILES = (("store", "url"),)  # (section, key): `key_file` names a file holding the key's value
+
+
+def _read_secret_files(raw: dict[str, Any]) -> None:
+    """``store.url_file`` (and every ``*_file`` key of ``transport.kafka.client``) names a file holding the
+    secret, so the CLI and the services read the same config without a password in it. Such a file must not be
+    readable by others (group-readable is fine: the operators' group)."""
+    kafka_client = raw.get("transport", {}).get("kafka", {}).get("client", {})
+    places = [(raw.get(section, {}), key, f"{section}.{key}") for section, key in SECRET_FILES]
+    places += [(kafka_client, name.removesuffix("_file"), f"transport.kafka.client.{name.removesuffix('_file')}")
+               for name in list(kafka_client) if name.endswith("_file")]
+    for table, key, dotted in places:
+        path = table.pop(f"{key}_file", None) if isinstance(table, dict) else None
+        if path is None:
+            continue
+        try:
+            mode = os.stat(path).st_mode
+            text = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"{dotted}_file: {path}: cannot read: {exc.strerror}") from None
+        if mode & 0o007:
+            raise ConfigError(f"{dotted}_file: {path} is readable by others (mode {mode & 0o777:04o}); it holds a "
+                              f"secret: run `chmod o-rwx {path}`")
+        table[key] = text
 
 
 def apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:

@@ -119,3 +119,46 @@ def test_table_headers_keep_their_units() -> None:
     header = render([{"s": 100}], [("s", "speed Mb/s")]).splitlines()[0]
     assert header == "SPEED Mb/s"
     assert render([{"n": 1}], [("n", "requested (UTC)")]).splitlines()[0] == "REQUESTED (UTC)"
+
+
+def test_the_cli_reads_the_services_config_from_etc_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 17: `sentinel status` on the central server said `no store at sentinel.db`: the services' config
+    and the store URL (in sentinel.env, which only systemd reads) were invisible to the CLI."""
+    from sentinel import verbs
+    from sentinel.store.engine import make_engine, upgrade
+
+    db = tmp_path / "central.db"
+    upgrade(make_engine(f"sqlite:///{db}"))
+    secret = tmp_path / "store-url"
+    secret.write_text(f"sqlite:///{db}\n")
+    secret.chmod(0o640)
+    etc = tmp_path / "sentinel.toml"
+    etc.write_text(f'[store]\nurl_file = "{secret}"\n')
+    monkeypatch.setattr(verbs, "DEFAULT_CONFIG", str(etc))
+    monkeypatch.delenv("SENTINEL_CONFIG", raising=False)
+    assert main(["status", "-o", "json"]) == 0
+    assert str(db) in capsys.readouterr().out
+
+
+def test_a_secret_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    from sentinel.config import load
+
+    secret = tmp_path / "store-url"
+    secret.write_text("postgresql+psycopg://sentinel:pw@db/sentinel\n")
+    secret.chmod(0o644)
+    path = tmp_path / "sentinel.toml"
+    path.write_text(f'[store]\nurl_file = "{secret}"\n')
+    with pytest.raises(ConfigError, match="store.url_file.*readable by others"):
+        load(path, environ={})
+    secret.chmod(0o600)
+    assert load(path, environ={}).store.url == "postgresql+psycopg://sentinel:pw@db/sentinel"
+
+
+def test_config_check_never_prints_a_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "sentinel.toml"
+    path.write_text('[store]\nurl = "postgresql+psycopg://sentinel:hunter2@db/sentinel"\n'
+                    '[transport.kafka.client]\nsasl_plain_password = "hunter3"\n')
+    assert main(["config", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "hunter2" not in out and "hunter3" not in out and "sentinel:***@db" in out

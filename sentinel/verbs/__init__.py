@@ -13,6 +13,7 @@ from typing import Any
 from sentinel import config as config_mod
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_EXPECTATION = 0, 1, 2, 3
+DEFAULT_CONFIG = "/etc/sentinel/sentinel.toml"  # read when present and neither --config nor $SENTINEL_CONFIG is
 
 
 def out(args: argparse.Namespace, data: Any, table: str) -> None:
@@ -23,7 +24,8 @@ def out(args: argparse.Namespace, data: Any, table: str) -> None:
 
 
 def load_config(args: argparse.Namespace) -> config_mod.Config:
-    path = args.config or os.environ.get("SENTINEL_CONFIG")
+    path = args.config or os.environ.get("SENTINEL_CONFIG") or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG)
+                                                                  else None)
     environ = dict(os.environ)
     if args.db:
         environ["SENTINEL__STORE__URL"] = json.dumps(db_url(args.db))

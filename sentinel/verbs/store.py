@@ -21,7 +21,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
     cfg = config_mod.load(args.file, os.environ)
     validate(cfg)
+    from sentinel.store.engine import redacted
+
     data = config_mod.to_toml_dict(cfg)
+    data["store"]["url"] = redacted(data["store"]["url"])  # printed: never the password
+    client = data["transport"]["kafka"].get("client", {})
+    for key in [k for k in client if "password" in k or "secret" in k]:
+        client[key] = "***"
     if args.output == "json":
         print(json.dumps(data, indent=2))
     else:
