@@ -375,6 +375,24 @@ def to_toml_dict(config: Config) -> dict[str, Any]:
 _PATH_RE = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
 
 
+def _choices(path: str) -> list[str]:
+    """The values a Literal or enum field at ``path`` (``policy.mode``) accepts; [] when not found."""
+    import enum
+    import typing
+
+    kind: Any = Config
+    for part in path.split("."):
+        hints = typing.get_type_hints(kind) if isinstance(kind, type) else {}
+        if part not in hints:
+            return []
+        kind = hints[part]
+    if typing.get_origin(kind) is typing.Literal:
+        return [str(v) for v in typing.get_args(kind)]
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return [str(m.value) for m in kind]
+    return []
+
+
 def explain(message: str) -> str:
     """Turn msgspec's 'msg - at `$.a.b`' into 'a.b: msg' (our checks already start with the field name)."""
     match = _PATH_RE.match(message)
@@ -384,6 +402,10 @@ def explain(message: str) -> str:
     if unknown:
         key = ".".join(p for p in (path, unknown.group("key")) if p)
         return f"{key}: unknown key"
+    if msg.startswith("Invalid enum value"):
+        choices = _choices(path)
+        if choices:
+            msg += f"; valid: {', '.join(sorted(choices))}"
     field = re.match(r"^(?P<field>[a-z_0-9]+): (?P<rest>.*)$", msg, re.S)
     if field:
         return f"{'.'.join(p for p in (path, field.group('field')) if p)}: {field.group('rest')}"

@@ -162,3 +162,21 @@ def test_config_check_never_prints_a_secret(tmp_path: Path, capsys: pytest.Captu
     assert main(["config", "check", str(path)]) == 0
     out = capsys.readouterr().out
     assert "hunter2" not in out and "hunter3" not in out and "sentinel:***@db" in out
+
+
+@pytest.mark.parametrize(("raw", "valid"), [
+    ({"policy": {"mode": "obsreve"}}, "valid: act, observe"),
+    ({"actuator": {"slurm": {"signal_target": "x"}}}, "valid: batch, full"),
+])
+def test_an_enum_error_lists_the_valid_values(raw: dict, valid: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ConfigError, match=valid):
+        from_mapping(raw)
+
+
+def test_db_upgrade_does_not_grow_a_folder_tree_for_a_mistyped_path(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "nonexistent" / "dir" / "x.db"
+    assert main(["db", "upgrade", "--db", str(target)]) == 1
+    assert not (tmp_path / "nonexistent").exists()
+    assert "no folder" in capsys.readouterr().err
+    assert main(["db", "upgrade", "--db", str(tmp_path / "x.db")]) == 0  # an existing folder is fine

@@ -6,11 +6,12 @@ import argparse
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from sentinel import config as config_mod
 from sentinel.clock import SystemClock
-from sentinel.errors import ValidationError
+from sentinel.errors import StoreError, ValidationError
 from sentinel.events import NODE_NAME_PATTERN
 from sentinel.tables import fmt_ts, parse_duration, render
 from sentinel.verbs import EXIT_ERROR, EXIT_OK, load_config, open_repo, out
@@ -48,9 +49,16 @@ def _toml(data: dict[str, Any], prefix: str = "") -> str:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from sqlalchemy.engine import make_url
+
     from sentinel.store import engine as store_engine
 
     cfg = load_config(args)
+    url = make_url(cfg.store.url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        folder = Path(url.database).parent
+        if not folder.is_dir():  # a mistyped path must not grow a folder tree
+            raise StoreError(f"no folder {folder} for the store {url.database}; create it first")
     engine = store_engine.make_engine(cfg.store.url)
     store_engine.upgrade(engine)
     print(
