@@ -132,10 +132,11 @@ def parse_line(line: str, node: str, ts: float, patterns: Patterns | None = None
         if (match := rule.regex.search(message)) is None:
             continue
         groups = {k: v for k, v in match.groupdict().items() if v is not None}
-        xid = int(groups["xid"]) if "xid" in groups else None
+        fixed_xid = rule.attrs.get("xid")  # a line that means an Xid without printing its number
+        xid = int(groups["xid"]) if "xid" in groups else (int(fixed_xid) if fixed_xid else None)
         if xid is not None and xid > 65535:
             continue  # not a real Xid code; LogEvent would reject it on decode
-        attrs = dict(rule.attrs)
+        attrs = {k: v for k, v in rule.attrs.items() if k != "xid"}
         for extra in rule.extract:
             in_range = extra.xid is None or (xid is not None and extra.xid[0] <= xid <= extra.xid[-1])
             if in_range and (found := extra.regex.search(message)):

@@ -55,6 +55,7 @@ class LogKind(StrEnum):
     GSP = "gsp"
     PCIE_AER = "pcie_aer"
     NIC = "nic"
+    SXID = "sxid"  # an NVSwitch error (nvidia-nvswitchN: SXid ...): the GPU fabric of the node
     MCE = "mce"
     OTHER = "other"
 

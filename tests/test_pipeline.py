@@ -350,3 +350,38 @@ def test_the_configured_actuator_gets_the_services_metrics_and_cost_settings() -
     actuator = build_actuator(config, ManualClock(), metrics)
     assert isinstance(actuator, SchedulerActuator)
     assert actuator.metrics is metrics and actuator.cost == config.policy.cost
+
+
+@pytest.mark.parametrize(("line", "rule"), [
+    ("nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 24007, Fatal, Link 30 sourcetrack timeout error (First)",
+     "nvswitch-sxid"),
+    ("mlx5_core 0000:ab:00.0: poll_health:835:(pid 0): Fatal error 1 detected", "nic-fatal"),
+    ("NVRM: GPU at PCI:0000:38:00: GPU-5f3e has fallen off the bus.", "xid-catalog"),
+])
+def test_a_fatal_nvswitch_nic_or_bus_line_drains_like_an_xid(repo: Repository, line: str, rule: str) -> None:
+    """Issue 17: these lines were parsed (or not even that) but never reached a finding, so nothing acted."""
+    from collectors.kmsg import parse_line
+
+    rig = make_rig(repo)
+    event = parse_line(line, "gpu-node-006", rig.clock.now())
+    assert event is not None
+    for _ in range(2):  # drivers repeat lines: one finding
+        rig.pipeline.transport.publish(LOGS, "gpu-node-006", codec.encode(event))
+    rig.tick()
+    findings = [f for f in repo.table("findings") if f["node"] == "gpu-node-006"]
+    assert [f["rule"] for f in findings] == [rule] and findings[0]["severity"] == "fatal"
+    assert (rig.scheduler.drain_reason("gpu-node-006") or "").startswith("sentinel: ")
+
+
+def test_a_non_fatal_sxid_only_alerts(repo: Repository) -> None:
+    from collectors.kmsg import parse_line
+
+    rig = make_rig(repo)
+    line = "nvidia-nvswitch3: SXid (PCI:0000:07:00.0): 12028, Non-fatal, Link 44 egress non-posted PRIV error"
+    event = parse_line(line, "gpu-node-007", rig.clock.now())
+    assert event is not None
+    rig.pipeline.transport.publish(LOGS, "gpu-node-007", codec.encode(event))
+    rig.tick()
+    [finding] = [f for f in repo.table("findings") if f["node"] == "gpu-node-007"]
+    assert finding["severity"] == "warning" and "SXid 12028" in finding["summary"]
+    assert rig.scheduler.drain_reason("gpu-node-007") is None

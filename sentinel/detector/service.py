@@ -17,6 +17,7 @@ from sentinel import codec
 from sentinel.clock import Clock
 from sentinel.config import DetectorConfig
 from sentinel.detector.hazard_scoring import HazardScorer
+from sentinel.detector.log_rules import dedup_key, log_rule
 from sentinel.detector.peers import PeerComparison
 from sentinel.detector.rules import pci_key, sample_rules, xid_rule
 from sentinel.detector.windows import NodeWindow
@@ -65,6 +66,7 @@ class Detector:
         self.samples_seen = self.gpu_samples_seen = 0  # totals since start; the metrics grow from them per batch
         self.recorded_ts: dict[str, float] = {}  # node -> sample ts last written to the store
         self.recent_xids: dict[tuple[str, int | str, int], float] = {}  # (node, GPU, Xid) -> last event ts
+        self.recent_logs: dict[tuple[str, str, str], float] = {}  # (node, source, error) -> last event ts
         self.windows: dict[str, NodeWindow] = {}
         self.last_gpus: dict[str, dict[int, GpuReading]] = {}
         self.hazard = hazard  # None: rules only
@@ -180,6 +182,15 @@ class Detector:
         return found
 
     def on_log(self, event: LogEvent, now: float) -> Finding | None:
+        if (other := dedup_key(event)) is not None:  # NVSwitch and fatal NIC lines act as Xids do
+            log_key = (event.node, *other)
+            seen = self.recent_logs.get(log_key)
+            if seen is not None and abs(event.ts - seen) < XID_DEDUP_S:
+                return None
+            self.recent_logs[log_key] = event.ts
+            if len(self.recent_logs) > 10_000:
+                self.recent_logs.clear()
+            return log_rule(event, now)
         gpu_index = event.gpu_index
         if gpu_index is None and event.pci_bus_id:
             key = pci_key(event.pci_bus_id)
