@@ -180,3 +180,17 @@ def test_db_upgrade_does_not_grow_a_folder_tree_for_a_mistyped_path(tmp_path: Pa
     assert not (tmp_path / "nonexistent").exists()
     assert "no folder" in capsys.readouterr().err
     assert main(["db", "upgrade", "--db", str(tmp_path / "x.db")]) == 0  # an existing folder is fine
+
+
+def test_parse_log_has_a_header_and_says_how_bad_each_line_is(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "kern.log"
+    log.write_text("NVRM: Xid (PCI:0000:1b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+                   "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 24007, Fatal, Link 30 sourcetrack timeout error\n"
+                   "an unrelated line\n")
+    assert main(["parse-log", str(log)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["LINE", "KIND", "CODE", "SEVERITY", "PCI"]
+    assert lines[1].split()[1:4] == ["xid", "79", "fatal"] and "fallen off the bus" in lines[1]
+    assert lines[2].split()[1:4] == ["sxid", "24007", "fatal"]
+    assert len(lines) == 3

@@ -141,7 +141,12 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
         handle = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
     except OSError as exc:
         raise ValidationError(f"{args.file}: {exc.strerror}") from None
+    from sentinel.detector.xid import classify
+
     recognised = total = 0
+    row = "{:>6}  {:<8} {:>5}  {:<8} {:<14} {:<36} {}"
+    if args.output != "json":
+        print(row.format("LINE", "KIND", "CODE", "SEVERITY", "PCI", "MEANING", "MESSAGE"))
     with handle:
         for line in handle:
             total += 1
@@ -150,13 +155,21 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
                 continue
             recognised += 1
             data = msgspec.to_builtins(event)
+            attrs = data.get("attrs", {})
+            if event.xid is not None:
+                info = classify(event.xid, event.message)
+                severity, meaning = info.severity.value, info.meaning
+            else:
+                severity = attrs.get("severity", "").lower().replace("non-fatal", "nonfatal") or "-"
+                meaning = attrs.get("event") or attrs.get("type") or ""
+            code = data.get("xid") or attrs.get("sxid") or ""
             if args.output == "json":
-                out = {"kind": data["kind"], "xid": data.get("xid"), "pci": data.get("pci_bus_id"),
-                       "attrs": data.get("attrs", {}), "message": data["message"], "line": total}
+                out = {"kind": data["kind"], "xid": data.get("xid"), "pci": data.get("pci_bus_id"), "attrs": attrs,
+                       "severity": severity, "meaning": meaning, "message": data["message"], "line": total}
                 print(json.dumps(out))
             else:
-                print(f"{total:>6}  {data['kind']:<8} {data.get('xid') or '':>4} {data.get('pci_bus_id') or '':<14} "
-                      f"{data['message'][:90]}")
+                print(row.format(total, data["kind"], code, severity, data.get("pci_bus_id") or "", meaning[:36],
+                                 data["message"][:90]))
     print(f"{recognised} of {total} line(s) recognised", file=sys.stderr)
     return EXIT_OK
 
