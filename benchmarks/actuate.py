@@ -56,6 +56,18 @@ def _until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
     raise ActuatorError(f"bench actuate: timed out after {timeout_s:g} s waiting for {what}")
 
 
+def _ended(slurm: SlurmScheduler, job: str, work: Path) -> bool:
+    """False while the job may still start training; raise with its log's tail when it ended instead (a job that
+    dies at start, e.g. without torch, must fail the bench with the reason, not leave it waiting)."""
+    state = slurm.job(job)
+    if state is not None and state.state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+        return False
+    log = work / "job.log"
+    tail = log.read_text(errors="replace").strip().splitlines()[-5:] if log.exists() else []
+    raise ActuatorError(f"bench actuate: job {job} ended before training ({state.state if state else 'gone'}): "
+                        + (" | ".join(tail) or f"no output in {log}"))
+
+
 def _decision_to_drain(config: SlurmActuatorConfig, node: str, workdir: Path, i: int) -> float:
     store = workdir / f"store-{i}.db"
     app = from_mapping({"store": {"url": f"sqlite:///{store}"},
@@ -134,7 +146,7 @@ def _job_measures(slurm: SlurmScheduler, work: Path, checkpoints: int, requeues:
     drained: list[str] = []
     try:
         progress("starting a 2-rank PyTorch job (gloo)")
-        _until(lambda: len(lines()) >= 2, 120, "the job to train")
+        _until(lambda: len(lines()) >= 2 or _ended(slurm, job, work), 120, "the job to train")
         progress(f"checkpoint request -> acknowledgement, {checkpoints} times")
         for _ in range(checkpoints):
             started = time.monotonic()

@@ -217,3 +217,17 @@ def test_slurmctld_away_longer_than_the_retry_budget_is_a_clear_error(slurm: Slu
             scheduler.drain_reason("node1")
     finally:
         slurm.ctld("start")
+
+
+def test_the_actuation_bench_fails_with_the_reason_when_its_training_job_dies_at_start(
+        slurm: SlurmCluster, tmp_path: Path) -> None:
+    """Issue 17: without torch the job exits 1 at once and the bench kept waiting for an acknowledgement."""
+    from benchmarks.actuate import _ended
+
+    scheduler = SlurmScheduler(config(tmp_path, slurm_conf=slurm.conf))
+    job = slurm.submit("#!/bin/sh\necho 'ModuleNotFoundError: No module named torch' >&2\nexit 1\n",
+                       f"--output={tmp_path / 'job.log'}")
+    wait_for(lambda: (j := scheduler.job(job)) is None or j.state not in ("PENDING", "RUNNING", "CONFIGURING",
+                                                                          "COMPLETING"), 30, "the job to end")
+    with pytest.raises(ActuatorError, match="No module named torch"):
+        _ended(scheduler, job, tmp_path)
