@@ -203,3 +203,24 @@ def test_without_load_bins_nothing_is_published_and_the_stale_alert_stays_quiet(
     metrics = Metrics()
     assert publish_outlook(repo.engine, metrics, ManualClock()) == {}
     assert metrics.registry.get_sample_value("sentinel_forecast_generated_timestamp_seconds") == 0
+
+
+def test_the_plot_marks_now_says_utc_and_draws_capacity_as_it_was(store: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17: the plot drew today's capacity across all history, had no 'now' and no time zone."""
+    import matplotlib.pyplot as plt
+
+    from sentinel.forecast.outlook import build_report
+    from sentinel.forecast.plot import plot_report
+
+    figures: list[Any] = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    report = build_report(make_engine(f"sqlite:///{store}"), None, 3 * 3600.0, save_model=False)
+    plot_report(report, str(tmp_path / "f.png"))
+    [fig] = figures
+    running = fig.axes[0]
+    labels = [line.get_label() for line in running.get_lines()]
+    assert "now" in labels and "capacity" in labels
+    assert fig.axes[-1].get_xlabel() == "time (UTC)"
+    [capacity] = [line for line in running.get_lines() if line.get_label() == "capacity"]
+    assert len(capacity.get_xdata()) == len(report["history"]["ts"])  # one value per bin, not one line

@@ -36,12 +36,16 @@ def plot_report(report: dict[str, Any], path: str) -> None:
         if target == "running_gpus" and report.get("outlook"):
             ax.plot(x, [o["available_gpus"] for o in report["outlook"]], color="tab:red", linestyle="--",
                     label="healthy - expected loss")
-        caps = [c for c in hist.get("total_gpus", []) if math.isfinite(c)]
-        if target == "running_gpus" and caps:
-            ax.axhline(caps[-1], color="0.6", linestyle=":", label="capacity")
+        caps = [(t, c) for t, c in zip(hist.get("ts", []), hist.get("total_gpus", []), strict=False)
+                if math.isfinite(c)]
+        if target == "running_gpus" and caps:  # capacity as it was in each bin, not today's across history
+            ax.step(when([t for t, _ in caps]), [c for _, c in caps], where="post", color="0.6", linestyle=":",
+                    label="capacity")
+        ax.axvline(datetime.fromtimestamp(report["as_of"], UTC), color="0.2", linewidth=0.8, label="now")
         ax.set_ylabel(target.replace("_", " "))
         ax.legend(loc="upper left", fontsize=7)
     axes[0, 0].set_title(f"partition {report['partition']}: forecast ({report['method']})")
+    axes[-1, 0].set_xlabel("time (UTC)")
     fig.autofmt_xdate()
     fig.tight_layout()
     try:
