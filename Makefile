@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,9 +31,13 @@ test: $(TEST_STAMP)
 	@bash -c 'set -e; trap "bash tests/services.sh stop" EXIT; bash tests/services.sh start; \
 		eval "$$(bash tests/services.sh env)"; $(BIN)/python -m pytest $(PYTEST_ARGS)'
 
+# An sdist and a wheel in dist/ (units, rules, dashboard and samples go to <prefix>/share/sentinel).
+dist: $(TEST_STAMP)
+	$(BIN)/python -m build --no-isolation --outdir dist .
+
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check sentinel collectors models benchmarks migrations tests
 	$(BIN)/mypy sentinel collectors models benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache sentinel-demo.db*
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache sentinel-demo.db* dist build *.egg-info
