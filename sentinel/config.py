@@ -291,11 +291,26 @@ class Config(_Section, frozen=True):
 
 
 def from_mapping(raw: Mapping[str, Any]) -> Config:
-    """Build a validated Config from a parsed TOML mapping; raise ConfigError naming the path."""
+    """Build a validated Config from a parsed TOML mapping; raise ConfigError naming the path of every section's
+    first problem (each section is validated on its own, so one run shows what to fix everywhere)."""
     try:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
-        raise ConfigError(explain(str(exc))) from None
+        first = explain(str(exc))
+    problems: list[str] = []
+    sections = msgspec.structs.fields(Config)
+    known = {f.encode_name: f.type for f in sections}
+    for name, value in raw.items() if isinstance(raw, Mapping) else []:
+        if name not in known:
+            problems.append(f"{name}: unknown key")
+            continue
+        try:
+            msgspec.convert(value, known[name])
+        except msgspec.ValidationError as exc:
+            problems.append(explain(str(exc), prefix=name))
+    if len(problems) <= 1:
+        raise ConfigError(first)
+    raise ConfigError(f"{len(problems)} problems:\n  " + "\n  ".join(problems))
 
 
 def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
@@ -393,11 +408,13 @@ def _choices(path: str) -> list[str]:
     return []
 
 
-def explain(message: str) -> str:
-    """Turn msgspec's 'msg - at `$.a.b`' into 'a.b: msg' (our checks already start with the field name)."""
+def explain(message: str, prefix: str = "") -> str:
+    """Turn msgspec's 'msg - at `$.a.b`' into 'a.b: msg' (our checks already start with the field name);
+    ``prefix`` is the section a message about one section's own validation came from."""
     match = _PATH_RE.match(message)
     assert match is not None
     msg, path = match.group("msg"), (match.group("path") or "").lstrip(".")
+    path = ".".join(p for p in (prefix, path) if p)
     unknown = re.match(r"Object contains unknown field `(?P<key>[^`]+)`", msg)
     if unknown:
         key = ".".join(p for p in (path, unknown.group("key")) if p)

@@ -194,3 +194,14 @@ def test_parse_log_has_a_header_and_says_how_bad_each_line_is(tmp_path: Path,
     assert lines[1].split()[1:4] == ["xid", "79", "fatal"] and "fallen off the bus" in lines[1]
     assert lines[2].split()[1:4] == ["sxid", "24007", "fatal"]
     assert len(lines) == 3
+
+
+def test_every_section_with_a_problem_is_reported_at_once() -> None:
+    """Issue 17: errors stopped at the first config problem, so fixing a file took one run per mistake."""
+    with pytest.raises(ConfigError) as caught:
+        from_mapping({"policy": {"mode": "obsreve"}, "detector": {"window_samples": -1},
+                      "store": {"url": "foo://bar"}, "agnet": {}})
+    text = str(caught.value)
+    assert text.startswith("4 problems")
+    for path in ("policy.mode", "detector.window_samples", "store.url", "agnet: unknown key"):
+        assert path in text, path
