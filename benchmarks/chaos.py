@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from benchmarks.brokers import MotoS3, Tansu
@@ -206,13 +206,20 @@ def run_chaos(slurm_dir: Path, store_url: str, duration_s: float = 300.0, seed: 
         progress(f"chaos over after {time.time() - started:.0f} s ({services.kills} kills); settling")
         faulted = {*plan.isolated, *plan.storm}
         want = min(len(faulted), plan.breaker_limit)
-        _wait(lambda: len(cluster.drained()) >= want and not _pending(url) and faulted <= _store_facts(url)["found"],
-              settle_s, "drains and findings to settle", every_s=2.0, fail=False)
+        reader = create_engine(url)
+
+        def settled() -> bool:
+            facts = _store_facts(reader)
+            return (len(cluster.drained()) >= want and not facts["commands"].get("pending")
+                    and faulted <= facts["found"])
+
+        _wait(settled, settle_s, "drains and findings to settle", every_s=2.0, fail=False)
         time.sleep(10.0)  # a late duplicate would show now
         drains = cluster.logged_drains(offset)
         restarts = {j["name"].removeprefix("chaos-"): int(j.get("restart_cnt", 0)) for j in cluster.jobs()
                     if str(j.get("name", "")).startswith("chaos-")}
-        store = _store_facts(url)
+        store = _store_facts(reader)
+        reader.dispose()
         result = {
             "duration_s": round(time.time() - started, 1), "seed": seed, "nodes": len(nodes),
             "kills": services.kills, "broker_restarts": counts["broker"], "slurmctld_restarts": counts["slurmctld"],
@@ -331,24 +338,12 @@ def _log_counts(work: Path) -> dict[str, int]:
             "commands_resumed": text_.count("resuming command ")}
 
 
-def _pending(url: str) -> bool:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return bool(conn.execute(text("SELECT count(*) FROM commands WHERE status = 'pending'")).scalar())
-    finally:
-        engine.dispose()
-
-
-def _store_facts(url: str) -> dict[str, Any]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            found = {r[0] for r in conn.execute(text("SELECT DISTINCT node FROM findings WHERE severity = 'fatal'"))}
-            commands = {str(status): int(n) for status, n in
-                        conn.execute(text("SELECT status, count(*) FROM commands GROUP BY status")).all()}
-    finally:
-        engine.dispose()
+def _store_facts(engine: Engine) -> dict[str, Any]:
+    """Nodes with a stored fatal finding, and commands by status."""
+    with engine.connect() as conn:
+        found = {r[0] for r in conn.execute(text("SELECT DISTINCT node FROM findings WHERE severity = 'fatal'"))}
+        commands = {str(status): int(n) for status, n in
+                    conn.execute(text("SELECT status, count(*) FROM commands GROUP BY status")).all()}
     return {"found": found, "commands": commands}
 
 

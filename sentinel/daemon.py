@@ -183,8 +183,8 @@ def build_pipeline(
     transport = (
         transport if transport is not None else plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
     )
-    controller, actuator_service = build_effects(config, clock, metrics, repo, transport, actuator, workers,
-                                                 require_key_file=False)
+    signing = command_signing(config, clock, repo, require_key_file=False)
+    controller, actuator_service = build_effects(config, clock, metrics, repo, transport, actuator, workers, signing)
     return Pipeline(transport=transport, repo=repo, metrics=metrics,
                     detector=build_detector(config, clock, metrics, repo, transport),
                     controller=controller, actuator=actuator_service)
@@ -197,9 +197,9 @@ def build_detector(config: Config, clock: Clock, metrics: Metrics, repo: Reposit
 
 def build_effects(config: Config, clock: Clock, metrics: Metrics, repo: Repository, transport: Transport,
                   actuator: Actuator | None, workers: int,
-                  require_key_file: bool) -> tuple[Controller, ActuatorService]:
-    """The controller and the actuator service, sharing one signing key; the actuator's journal in the store."""
-    signer, verifier = command_signing(config, clock, repo, require_key_file=require_key_file)
+                  signing: tuple[CommandSigner, CommandVerifier]) -> tuple[Controller, ActuatorService]:
+    """The controller and the actuator service with ``signing`` (``command_signing``); the journal in the store."""
+    signer, verifier = signing
     if actuator is None:
         actuator = build_actuator(config, clock, metrics)
     controller = Controller(transport, repo, config.policy, metrics, clock, signer=signer)
@@ -326,10 +326,10 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     metrics = metrics if metrics is not None else Metrics()
     clock = SystemClock()
     repo = open_repository(config, migrate=False)
-    command_signing(config, clock, repo, require_key_file=True)  # refuse a missing key before touching Kafka
+    signing = command_signing(config, clock, repo, require_key_file=True)  # a missing key: refused before Kafka
     transport = _service_transport(config)
     controller, actuator_service = build_effects(config, clock, metrics, repo, transport, actuator,
-                                                 config.actuator.workers, require_key_file=True)
+                                                 config.actuator.workers, signing)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))

@@ -246,13 +246,9 @@ def test_two_controllers_never_admit_past_the_breaker_limit(sqlite_url: str) -> 
 
 
 def test_two_controllers_on_postgresql_never_admit_past_the_breaker_limit(pg_url: str) -> None:
-    from sqlalchemy import text
+    from tests.pg import fresh_postgres_store
 
-    engine = make_engine(pg_url)
-    with engine.begin() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    upgrade(engine)
+    fresh_postgres_store(pg_url)
     assert len(_two_controllers_at_once(pg_url)) == 2
 
 

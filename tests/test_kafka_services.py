@@ -22,31 +22,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from benchmarks.brokers import Tansu
 from sentinel import codec
 from sentinel.config import from_mapping
 from sentinel.daemon import run_controller, run_detector
 from sentinel.events import DeadLetter, GpuReading, GpuState, LogEvent, LogKind, TelemetrySample
-from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.repository import Repository
 from sentinel.transport import DEAD_LETTERS, LOGS, TELEMETRY
 from sentinel.transport.kafka import KafkaTransport
+from tests.pg import fresh_postgres_store
 
 NODES = [f"gpu-node-{i:03d}" for i in range(1, 41)]
 LOST_AT = 15  # round in which the first ten nodes lose GPU 3
 XID_AT = 45  # round in which nodes 11-20 log Xid 79
 START = 1_800_000_000.0
-
-
-def _fresh_store(url: str) -> Repository:
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    upgrade(engine)
-    return Repository(engine)
 
 
 def _config(broker: Tansu, pg_url: str, tmp_path: Path) -> tuple[dict, Path]:
@@ -120,7 +110,7 @@ def stack(tmp_path: Path, pg_url: str) -> Iterator[Stack]:
     """A fresh broker and store, the controller running in a thread, and a producer; all stopped afterwards."""
     broker = Tansu(tmp_path)
     broker.start()
-    repo = _fresh_store(pg_url)
+    repo = fresh_postgres_store(pg_url)
     raw, path = _config(broker, pg_url, tmp_path)
     stop = threading.Event()
     controller = threading.Thread(target=run_controller, args=(from_mapping(raw), stop))

@@ -22,20 +22,13 @@ from sentinel.events import (
 from sentinel.store import schema
 from sentinel.store.engine import current_revision, head_revision, make_engine, require_current, upgrade
 from sentinel.store.repository import Repository
+from tests.pg import empty_postgres
 
 
 def _schema_diff(engine: Engine) -> list[object]:
     with engine.connect() as conn:
         context = MigrationContext.configure(conn, opts={"compare_type": True})
         return list(compare_metadata(context, schema.metadata))
-
-
-def _fresh_postgres(url: str) -> Engine:
-    engine = make_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("DROP SCHEMA public CASCADE"))
-        conn.execute(text("CREATE SCHEMA public"))
-    return engine
 
 
 def test_upgrade_head_on_sqlite_matches_the_models_exactly(sqlite_url: str) -> None:
@@ -48,7 +41,7 @@ def test_upgrade_head_on_sqlite_matches_the_models_exactly(sqlite_url: str) -> N
 
 @pytest.mark.postgres
 def test_upgrade_head_on_postgres_matches_the_models_exactly(pg_url: str) -> None:
-    engine = _fresh_postgres(pg_url)
+    engine = empty_postgres(pg_url)
     upgrade(engine)
     assert current_revision(engine) == head_revision()
     assert _schema_diff(engine) == []
@@ -109,7 +102,7 @@ def test_writes_keyed_by_record_id_are_idempotent_on_sqlite(repo: Repository) ->
 
 @pytest.mark.postgres
 def test_writes_keyed_by_record_id_are_idempotent_on_postgres(pg_url: str) -> None:
-    engine = _fresh_postgres(pg_url)
+    engine = empty_postgres(pg_url)
     upgrade(engine)
     repo = Repository(engine)
     _exercise_idempotent_writes(repo)  # asserts each repeated write stores nothing new

@@ -66,7 +66,7 @@ class ActuatorService:
         if now - self._resume_ts >= RESUME_INTERVAL_S:
             self._resume_ts = now
             for command in self.journal.unfinished(now):
-                if command.id not in self.running and all(c.id != command.id for c in self.waiting):
+                if not self._under_way(command.id):
                     self._start(command, resumed=True)
         messages = self.consumer.poll(max_messages, timeout_s)
         self.metrics.set_consumer_lag(self.group, self.consumer.lag())
@@ -91,9 +91,13 @@ class ActuatorService:
             self.metrics.commands_rejected.labels(exc.reason).inc()
             send_dead_letter(self.transport, message, f"command refused: {exc}", self.metrics, self.clock.now())
             return
-        if command.id in self.running or any(c.id == command.id for c in self.waiting):
-            return  # under way here: its results go out when it finishes
+        if self._under_way(command.id):
+            return  # its results go out when it finishes
         self._start(command, resumed=not new and not self.journal.finished(command.id))
+
+    def _under_way(self, command_id: str) -> bool:
+        """Running or waiting for its node here."""
+        return command_id in self.running or any(c.id == command_id for c in self.waiting)
 
     def _start(self, command: Command, resumed: bool) -> None:
         if self.pool is not None and any(c.node == command.node for c, _ in self.running.values()):

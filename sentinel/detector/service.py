@@ -65,8 +65,8 @@ class Detector:
                                            replay_messages=config.replay_messages)
         self.samples_seen = self.gpu_samples_seen = 0  # totals since start; the metrics grow from them per batch
         self.recorded_ts: dict[str, float] = {}  # node -> sample ts last written to the store
-        self.recent_xids: dict[tuple[str, int | str, int], float] = {}  # (node, GPU, Xid) -> last event ts
-        self.recent_logs: dict[tuple[str, str, str], float] = {}  # (node, source, error) -> last event ts
+        # (node, GPU, Xid) or (node, source, code) of kernel-log events -> when last seen (dedup)
+        self.recent_events: dict[tuple[object, ...], float] = {}
         self.windows: dict[str, NodeWindow] = {}
         self.last_gpus: dict[str, dict[int, GpuReading]] = {}
         self.hazard = hazard  # None: rules only
@@ -183,14 +183,7 @@ class Detector:
 
     def on_log(self, event: LogEvent, now: float) -> Finding | None:
         if (other := dedup_key(event)) is not None:  # NVSwitch and fatal NIC lines act as Xids do
-            log_key = (event.node, *other)
-            seen = self.recent_logs.get(log_key)
-            if seen is not None and abs(event.ts - seen) < XID_DEDUP_S:
-                return None
-            self.recent_logs[log_key] = event.ts
-            if len(self.recent_logs) > 10_000:
-                self.recent_logs.clear()
-            return log_rule(event, now)
+            return None if self._repeated((event.node, *other), event.ts) else log_rule(event, now)
         gpu_index = event.gpu_index
         if gpu_index is None and event.pci_bus_id:
             key = pci_key(event.pci_bus_id)
@@ -204,12 +197,17 @@ class Detector:
             # The same Xid reaches us from the kernel log and from NVML's event set, and drivers repeat lines:
             # one finding per (node, GPU, Xid) within XID_DEDUP_S is enough evidence.
             where = gpu_index if gpu_index is not None else (pci_key(event.pci_bus_id or "") or "?")
-            seen_key = (event.node, where, event.xid)
-            last = self.recent_xids.get(seen_key)
-            if last is not None and abs(event.ts - last) < XID_DEDUP_S:
+            if self._repeated((event.node, where, event.xid), event.ts):
                 return None
-            self.recent_xids[seen_key] = event.ts
-            if len(self.recent_xids) > 100_000:  # bounded memory: forget the oldest half
-                for old in sorted(self.recent_xids, key=self.recent_xids.__getitem__)[:50_000]:
-                    del self.recent_xids[old]
         return xid_rule(event, now, gpu_index)
+
+    def _repeated(self, key: tuple[object, ...], ts: float) -> bool:
+        """True when the same event (node, source, code) was seen within XID_DEDUP_S; else remember it."""
+        last = self.recent_events.get(key)
+        if last is not None and abs(ts - last) < XID_DEDUP_S:
+            return True
+        self.recent_events[key] = ts
+        if len(self.recent_events) > 100_000:  # bounded memory: forget the oldest half
+            for old in sorted(self.recent_events, key=self.recent_events.__getitem__)[:50_000]:
+                del self.recent_events[old]
+        return False

@@ -159,8 +159,9 @@ class Repository(Queries):
         """Mark an operator request done; False when there is no such open request."""
         d = s.decisions.c
         with self.engine.begin() as conn:
+            requests = [ActionKind.REQUEST_GPU_RESET.value, ActionKind.REQUEST_REBOOT.value]
             done = conn.execute(update(s.decisions).where(
-                d.id == decision_id, d.action.in_(["request_gpu_reset", "request_reboot"]), d.acked_ts.is_(None))
+                d.id == decision_id, d.action.in_(requests), d.acked_ts.is_(None))
                 .values(acked_ts=now, acked_by=by[:100]))
         return bool(done.rowcount)
 
