@@ -15,13 +15,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from collectors.agent import Agent, Slot
-from collectors.host import HostCollector
-from collectors.kmsg import KmsgSource
-from collectors.nic import NicCollector
-from collectors.nvml import NvmlCollector
-from collectors.spool import Spool
 from sentinel.clock import SystemClock
+from sentinel.collectors.agent import Agent, Slot
+from sentinel.collectors.host import HostCollector
+from sentinel.collectors.kmsg import KmsgSource
+from sentinel.collectors.nic import NicCollector
+from sentinel.collectors.nvml import NvmlCollector
+from sentinel.collectors.spool import Spool
 from sentinel.metrics import Metrics
 from sentinel.tables import render
 from sentinel.testing import FakeNvml, healthy_fields

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.promstack import Exporter, Prometheus, baseline_rules, exposition
 from sentinel import codec
 from sentinel.actuator.steps import DryRunActuator
+from sentinel.benchmarks.promstack import Exporter, Prometheus, baseline_rules, exposition
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
 from sentinel.daemon import build_pipeline, open_repository

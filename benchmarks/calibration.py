@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from models import persistence
 from sentinel.errors import SentinelError
+from sentinel.models import persistence
 from sentinel.sim import scenario
 from sentinel.sim.trainset import HORIZON_S, WINDOW_SAMPLES, cached_model, scenario_dataset
 from sentinel.tables import render

@@ -32,9 +32,9 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from benchmarks.brokers import MotoS3, Tansu
-from benchmarks.chaos_plan import PROCESSES, Event, make_plan, score
 from sentinel import codec
+from sentinel.benchmarks.brokers import MotoS3, Tansu
+from sentinel.benchmarks.chaos_plan import PROCESSES, Event, make_plan, score
 from sentinel.errors import ConfigError, TransportError
 from sentinel.events import GpuReading, LogEvent, LogKind, TelemetrySample
 from sentinel.tables import render

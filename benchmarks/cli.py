@@ -10,8 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from benchmarks.server_verbs import add_server_bench_parsers
-from benchmarks.verbs import (
+from sentinel.benchmarks.server_verbs import add_server_bench_parsers
+from sentinel.benchmarks.verbs import (
     cmd_bench_actuate,
     cmd_bench_agent,
     cmd_bench_alerting,

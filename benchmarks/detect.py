@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.baselines import ReactiveBaseline, Signal, ThresholdBaseline
 from sentinel import codec
 from sentinel.actuator.steps import DryRunActuator
+from sentinel.benchmarks.baselines import ReactiveBaseline, Signal, ThresholdBaseline
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
 from sentinel.daemon import build_pipeline, open_repository

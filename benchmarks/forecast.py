@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.traces import read_traces
-from models.calendar_features import DAY, WEEK
-from models.forecast import DemandForecaster, LoadSeries
+from sentinel.benchmarks.traces import read_traces
 from sentinel.errors import ValidationError
+from sentinel.models.calendar_features import DAY, WEEK
+from sentinel.models.forecast import DemandForecaster, LoadSeries
 
 HORIZONS = {"10m": 1, "1h": 6, "3h": 18}
 TARGETS = {"running_gpus": "running_gpu_num", "pending_gpus": "pending_gpu_num"}

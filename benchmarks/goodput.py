@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.baselines import Signal
-from benchmarks.detect import GRACE_S, Replay, replay
+from sentinel.benchmarks.baselines import Signal
+from sentinel.benchmarks.detect import GRACE_S, Replay, replay
 from sentinel.goodput import analytic
 from sentinel.goodput.params import Goodput
 from sentinel.goodput.timeline import CAUSES, Costs, Kind, Result, Stop, simulate

@@ -28,8 +28,8 @@ from typing import Any
 
 import msgspec
 
-from benchmarks.codec import sample_message
 from sentinel import codec
+from sentinel.benchmarks.codec import sample_message
 from sentinel.clock import ManualClock, SystemClock
 from sentinel.config import from_mapping
 from sentinel.detector.service import Detector
@@ -108,7 +108,7 @@ def worker(broker: str, run: str, group: str, idle_s: float = 3.0) -> None:
 
 def _two_process_rate(broker: str, run: str, n: int) -> tuple[float, int]:
     group = f"two-{uuid.uuid4().hex[:6]}"
-    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.pipeline", broker, run, group],
+    procs = [subprocess.Popen([sys.executable, "-m", "sentinel.benchmarks.pipeline", broker, run, group],
                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
     results = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
     counted = [r for r in results if r["first"] is not None]

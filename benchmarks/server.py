@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.server_baselines import IsolationForestScorer, Scorer, SentinelScorer, StaticThresholdScorer
-from benchmarks.server_data import MachineData, load_machine, machine_names
-from benchmarks.server_evidence import EvidenceCounts, judge, read_interpretation
-from benchmarks.server_scoring import Counts, score_events
-from models.server_alerts import alert_onsets
-from models.server_anomaly import RowScores, ServerAnomalyModel
+from sentinel.benchmarks.server_baselines import IsolationForestScorer, Scorer, SentinelScorer, StaticThresholdScorer
+from sentinel.benchmarks.server_data import MachineData, load_machine, machine_names
+from sentinel.benchmarks.server_evidence import EvidenceCounts, judge, read_interpretation
+from sentinel.benchmarks.server_scoring import Counts, score_events
+from sentinel.models.server_alerts import alert_onsets
+from sentinel.models.server_anomaly import RowScores, ServerAnomalyModel
 from sentinel.tables import render
 
 DEFAULT_INTERVAL_S = {"smd": 60.0, "asd": 300.0}  # shared/data READMEs: SMD 1-minute, ASD 5-minute sampling

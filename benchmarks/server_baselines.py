@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 from sklearn.ensemble import IsolationForest
 
-from models.server_alerts import budget_threshold
-from models.server_anomaly import RowScores, ServerAnomalyConfig, ServerAnomalyModel
+from sentinel.models.server_alerts import budget_threshold
+from sentinel.models.server_anomaly import RowScores, ServerAnomalyConfig, ServerAnomalyModel
 
 Vector = npt.NDArray[np.float64]
 

@@ -48,8 +48,8 @@ def add_server_bench_parsers(bench: Any, common: argparse.ArgumentParser) -> Non
 
 
 def cmd_bench_server(args: argparse.Namespace) -> int:
-    from benchmarks.server import ServerBenchOptions, render_server, run_server_bench
-    from benchmarks.server_data import default_data_dir
+    from sentinel.benchmarks.server import ServerBenchOptions, render_server, run_server_bench
+    from sentinel.benchmarks.server_data import default_data_dir
 
     if args.budget < 0:
         raise ValidationError(f"--budget must be >= 0, got {args.budget}")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from models.forecast import LoadSeries
 from sentinel.errors import ValidationError
 from sentinel.load_bins import BIN_S
+from sentinel.models.forecast import LoadSeries
 
 REQUIRED = ("time", "running_gpu_num", "pending_gpu_num")
 COLUMNS = {"running_gpu_num": "running_gpus", "pending_gpu_num": "pending_gpus"}

@@ -13,7 +13,7 @@ from sentinel.verbs import EXIT_EXPECTATION, EXIT_OK
 
 
 def cmd_bench_agent(args: argparse.Namespace) -> int:
-    from benchmarks.agent import render_agent, run_agent_bench
+    from sentinel.benchmarks.agent import render_agent, run_agent_bench
 
     result = run_agent_bench(args.cycles)
     print(json.dumps(result, indent=2) if args.json else render_agent(result))
@@ -21,7 +21,7 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_pipeline(args: argparse.Namespace) -> int:
-    from benchmarks.pipeline import render_pipeline, run_pipeline_bench
+    from sentinel.benchmarks.pipeline import render_pipeline, run_pipeline_bench
 
     result = run_pipeline_bench(args.broker, args.messages, args.nodes,
                                 progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
@@ -33,7 +33,7 @@ def cmd_bench_chaos(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path
 
-    from benchmarks.chaos import render_chaos, run_chaos
+    from sentinel.benchmarks.chaos import render_chaos, run_chaos
     from sentinel.errors import ConfigError
 
     slurm_dir = args.slurm_dir or os.environ.get("SENTINEL_TEST_SLURM")
@@ -49,7 +49,7 @@ def cmd_bench_chaos(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_codec(args: argparse.Namespace) -> int:
-    from benchmarks.codec import render_codec, run_codec_bench
+    from sentinel.benchmarks.codec import render_codec, run_codec_bench
 
     result = run_codec_bench(args.messages)
     print(json.dumps(result, indent=2) if args.json else render_codec(result))
@@ -57,7 +57,7 @@ def cmd_bench_codec(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_sim(args: argparse.Namespace) -> int:
-    from benchmarks.sim import render_sim, run_sim_bench
+    from sentinel.benchmarks.sim import render_sim, run_sim_bench
 
     result = run_sim_bench(args.scenario, args.steps, background=args.background == "on")
     print(json.dumps(result, indent=2) if args.json else render_sim(result))
@@ -65,7 +65,7 @@ def cmd_bench_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_detect(args: argparse.Namespace) -> int:
-    from benchmarks.detect import render_detect, run_detect
+    from sentinel.benchmarks.detect import render_detect, run_detect
 
     def progress(fraction: float) -> None:
         if not args.json and sys.stderr.isatty():
@@ -81,7 +81,7 @@ def cmd_bench_detect(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_calibration(args: argparse.Namespace) -> int:
-    from benchmarks.calibration import plot_calibration, render_calibration, run_calibration
+    from sentinel.benchmarks.calibration import plot_calibration, render_calibration, run_calibration
 
     results = []
     for name in args.scenario:
@@ -98,7 +98,7 @@ def cmd_bench_calibration(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_goodput(args: argparse.Namespace) -> int:
-    from benchmarks.goodput import main_progress, render_goodput, run_goodput
+    from sentinel.benchmarks.goodput import main_progress, render_goodput, run_goodput
     from sentinel.verbs.advise import goodput_overrides
 
     if args.workers is not None and args.workers < 1:
@@ -111,7 +111,7 @@ def cmd_bench_goodput(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_alerting(args: argparse.Namespace) -> int:
-    from benchmarks.alerting import CLASSES, Options, render_alerting, run_alerting
+    from sentinel.benchmarks.alerting import CLASSES, Options, render_alerting, run_alerting
     from sentinel.tables import parse_duration
 
     classes = tuple(c.strip() for c in args.classes.split(",") if c.strip()) if args.classes else CLASSES
@@ -132,7 +132,7 @@ def cmd_bench_alerting(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_forecast(args: argparse.Namespace) -> int:
-    from benchmarks.forecast import render_forecast_bench, run_forecast_bench
+    from sentinel.benchmarks.forecast import render_forecast_bench, run_forecast_bench
 
     result = run_forecast_bench(Path(args.data), args.train_days,
                                 progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
@@ -141,7 +141,7 @@ def cmd_bench_forecast(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_forecast_fleet(args: argparse.Namespace) -> int:
-    from benchmarks.forecast_fleet import render_fleet, run_fleet_bench
+    from sentinel.benchmarks.forecast_fleet import render_fleet, run_fleet_bench
 
     if args.nodes < 1 or args.runs < 1:
         raise ValidationError("--nodes and --runs must be >= 1")
@@ -152,7 +152,7 @@ def cmd_bench_forecast_fleet(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_actuate(args: argparse.Namespace) -> int:
-    from benchmarks.actuate import render_actuate, run_actuate_bench
+    from sentinel.benchmarks.actuate import render_actuate, run_actuate_bench
 
     conf = args.slurm_conf or os.environ.get("SLURM_CONF", "")
     if not conf:

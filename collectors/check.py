@@ -68,8 +68,8 @@ def _memory(g: GpuReading) -> list[str]:
 
 def read_node(nvml: Any, sysfs_root: str, read_nics: bool) -> tuple[list[GpuReading], str, list[NicReading] | None]:
     """One reading of the node: GPUs (or why NVML did not answer) and, when asked, its network ports."""
-    from collectors.nic import NicCollector
-    from collectors.nvml import NvmlCollector
+    from sentinel.collectors.nic import NicCollector
+    from sentinel.collectors.nvml import NvmlCollector
 
     collector = NvmlCollector(nvml, xid_events=False)
     try:

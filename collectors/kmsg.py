@@ -102,7 +102,7 @@ def _expand(pattern: str, defs: dict[str, str]) -> str:
 @cache
 def default_patterns() -> Patterns:
     """The shipped table, read once."""
-    text = resources.files("collectors").joinpath("kmsg_patterns.toml").read_text(encoding="utf-8")
+    text = resources.files("sentinel.collectors").joinpath("kmsg_patterns.toml").read_text(encoding="utf-8")
     return load_patterns(text)
 
 

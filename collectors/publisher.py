@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 
-from collectors.spool import Spool
+from sentinel.collectors.spool import Spool
 from sentinel.errors import TransportError
 from sentinel.metrics import Metrics
 from sentinel.transport import Transport

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from collectors.agent import Slot, SlotKind
-from collectors.dcgm import DcgmCollector
-from collectors.host import HostCollector
-from collectors.kmsg import KmsgSource
-from collectors.nic import NicCollector
-from collectors.nvml import NvmlCollector
-from collectors.slurm_jobs import DEFAULT_INTERVAL_S, SlurmJobs
 from sentinel.clock import Clock
+from sentinel.collectors.agent import Slot, SlotKind
+from sentinel.collectors.dcgm import DcgmCollector
+from sentinel.collectors.host import HostCollector
+from sentinel.collectors.kmsg import KmsgSource
+from sentinel.collectors.nic import NicCollector
+from sentinel.collectors.nvml import NvmlCollector
+from sentinel.collectors.slurm_jobs import DEFAULT_INTERVAL_S, SlurmJobs
 from sentinel.config import Config
 
 Factory = Callable[[Config, str, Clock], list[Slot]]

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from models.calendar_features import DAY, LOOKBACK, SeriesFeatures
-from models.forecast_trees import Trees, from_bytes, to_bytes
+from sentinel.models.calendar_features import DAY, LOOKBACK, SeriesFeatures
+from sentinel.models.forecast_trees import Trees, from_bytes, to_bytes
 
 if TYPE_CHECKING:
     from sklearn.ensemble import HistGradientBoostingRegressor

@@ -19,9 +19,9 @@ from sklearn.ensemble import HistGradientBoostingClassifier, IsolationForest
 from sklearn.metrics import roc_auc_score
 from threadpoolctl import ThreadpoolController
 
-from models.features import FEATURES
-from models.isolation_paths import IsolationPaths
-from models.training import Dataset
+from sentinel.models.features import FEATURES
+from sentinel.models.isolation_paths import IsolationPaths
+from sentinel.models.training import Dataset
 
 ANOMALY_QUANTILE = 0.9999  # of healthy training rows: the anomaly finding is rare by construction
 

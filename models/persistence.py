@@ -20,10 +20,10 @@ import joblib
 import numpy as np
 import sklearn
 
-from models.features import FEATURES
-from models.hazard import HazardModel
 from sentinel.clock import Clock, SystemClock
 from sentinel.errors import ConfigError
+from sentinel.models.features import FEATURES
+from sentinel.models.hazard import HazardModel
 
 MODEL_FILE, META_FILE = "model.joblib", "model.json"
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, FleetScale, gpu_features
-from models.fields import GPU_FIELDS, NODE_FIELDS, PRECURSOR_XIDS
+from sentinel.models.features import FEATURES, XID_AGE_CAP_S, DeviationBaseline, FleetScale, gpu_features
+from sentinel.models.fields import GPU_FIELDS, NODE_FIELDS, PRECURSOR_XIDS
 
 Step = Mapping[str, Any]
 

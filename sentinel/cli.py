@@ -23,6 +23,7 @@ from sentinel.verbs.check import cmd_check
 from sentinel.verbs.demo import cmd_demo
 from sentinel.verbs.forecast import add_forecast_verbs
 from sentinel.verbs.incident import cmd_incident_show
+from sentinel.verbs.install import cmd_install
 from sentinel.verbs.models import cmd_model_list, cmd_model_show, cmd_train
 from sentinel.verbs.services import cmd_agent, cmd_collect, cmd_controller, cmd_detector, cmd_parse_log, cmd_run
 from sentinel.verbs.sim import cmd_sim_export, cmd_sim_plan
@@ -151,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     requests.add_argument("id", nargs="?", metavar="ID", help="the request to acknowledge (its `id` column)")
     requests.add_argument("--all", action="store_true", help="also list acknowledged requests")
     requests.add_argument("--limit", type=int, default=200, help="at most this many, newest first (default 200)")
+    install = verb("install", "lay out the systemd units, /etc/sentinel/{sentinel,agent}.toml and the command key "
+                   "from this installation (configs and key are never overwritten)", cmd_install)
+    install.add_argument("--prefix", default="/", help="root to install under (default /; a scratch folder to "
+                                                       "look first)")
+    install.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
     keygen = verb("keygen", "write a new command-signing key file (mode 0600) for security.key_file", cmd_keygen)
     keygen.add_argument("file", metavar="FILE", help="where to write the key; an existing file is never overwritten")
 

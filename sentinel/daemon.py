@@ -16,16 +16,16 @@ from typing import TypeVar
 from prometheus_client import start_http_server
 from sqlalchemy import Engine
 
-from collectors.agent import Agent, Item, Slot
-from collectors.publisher import SpoolPublisher
-from collectors.registry import COLLECTORS
-from collectors.spool import Spool
 from sentinel.actuator import Actuator, Scheduler
 from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.clock import Clock, SystemClock
+from sentinel.collectors.agent import Agent, Item, Slot
+from sentinel.collectors.publisher import SpoolPublisher
+from sentinel.collectors.registry import COLLECTORS
+from sentinel.collectors.spool import Spool
 from sentinel.config import Config
 from sentinel.controller import Controller
 from sentinel.detector.hazard_scoring import load_scorer

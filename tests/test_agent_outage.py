@@ -14,12 +14,12 @@ import time
 import uuid
 from pathlib import Path
 
-from benchmarks.brokers import MotoS3, Tansu
-from collectors.agent import Slot
-from collectors.host import HostCollector
-from collectors.nic import NicCollector
-from collectors.nvml import NvmlCollector
 from sentinel import codec
+from sentinel.benchmarks.brokers import MotoS3, Tansu
+from sentinel.collectors.agent import Slot
+from sentinel.collectors.host import HostCollector
+from sentinel.collectors.nic import NicCollector
+from sentinel.collectors.nvml import NvmlCollector
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
 from sentinel.events import TelemetrySample

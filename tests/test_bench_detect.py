@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from benchmarks.baselines import Signal
-from benchmarks.detect import GRACE_S, score
+from sentinel.benchmarks.baselines import Signal
+from sentinel.benchmarks.detect import GRACE_S, score
 from sentinel.events import TelemetrySample
 from sentinel.sim.groundtruth import TruthEvent
 
@@ -48,7 +48,7 @@ def test_alerts_on_a_healthy_node_are_false_and_findings_on_a_failed_node_are_co
 
 
 def test_bench_detect_runs_a_shipped_scenario_with_both_baselines() -> None:
-    result = subprocess.run([sys.executable, "-m", "benchmarks.cli", "detect", "--scenario", "smoke",
+    result = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "detect", "--scenario", "smoke",
                              "--max-fraction", "1", "--model", "none", "--json"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -69,7 +69,7 @@ def test_the_lead_time_of_precursor_faults_is_reported_apart() -> None:
 
 
 def test_static_thresholds_act_on_background_counters_as_the_tools_they_copy() -> None:
-    from benchmarks.baselines import ThresholdBaseline
+    from sentinel.benchmarks.baselines import ThresholdBaseline
     from sentinel.events import GpuReading, NicReading
 
     def sample(t: float, replays: int, symbols: int) -> TelemetrySample:

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.cli import main as bench_main
-from benchmarks.forecast import run_forecast_bench, smape
+from sentinel.benchmarks.cli import main as bench_main
+from sentinel.benchmarks.forecast import run_forecast_bench, smape
 
 HEADER = ("time,total_job_num,running_job_num,pending_job_num,total_gpu_num,running_gpu_num,pending_gpu_num,"
           "idle_gpu_num,gpu_utilization")

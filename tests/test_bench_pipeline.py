@@ -8,7 +8,7 @@ import sys
 
 
 def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "benchmarks.cli", "pipeline", "--broker", kafka_bootstrap,
+    result = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "pipeline", "--broker", kafka_bootstrap,
                              "--messages", "3000", "--nodes", "100", "--json"],
                             capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors import dcgm
-from collectors.dcgm import DcgmCollector
 from sentinel import codec
+from sentinel.collectors import dcgm
+from sentinel.collectors.dcgm import DcgmCollector
 from sentinel.errors import CollectorError
 from sentinel.events import TelemetrySample
 

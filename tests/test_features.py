@@ -7,7 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from models.features import (
+from sentinel.counters import counter_increase, rate_per_h
+from sentinel.detector.windows import NodeWindow
+from sentinel.events import GpuReading, GpuState, NicReading, NvLinkReading, TelemetrySample
+from sentinel.models.features import (
     FEATURES,
     SPREAD_FLOOR,
     DeviationBaseline,
@@ -15,9 +18,6 @@ from models.features import (
     gpu_features,
     slope_per_min,
 )
-from sentinel.counters import counter_increase, rate_per_h
-from sentinel.detector.windows import NodeWindow
-from sentinel.events import GpuReading, GpuState, NicReading, NvLinkReading, TelemetrySample
 
 NAN = math.nan
 

@@ -164,8 +164,8 @@ def test_a_warm_forecast_imports_no_scikit_learn(store: Path, tmp_path: Path) ->
 
 
 def test_the_parser_repeats_the_server_bench_intervals() -> None:
-    from benchmarks import server_verbs
-    from benchmarks.server import DEFAULT_INTERVAL_S
+    from sentinel.benchmarks import server_verbs
+    from sentinel.benchmarks.server import DEFAULT_INTERVAL_S
 
     assert server_verbs.DEFAULT_INTERVAL_S == DEFAULT_INTERVAL_S
 

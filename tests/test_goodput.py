@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from benchmarks.baselines import Signal
-from benchmarks.cli import main as bench_main
-from benchmarks.goodput import job_layout, stops_for
+from sentinel.benchmarks.baselines import Signal
+from sentinel.benchmarks.cli import main as bench_main
+from sentinel.benchmarks.goodput import job_layout, stops_for
 from sentinel.goodput import analytic
 from sentinel.goodput.params import Goodput
 from sentinel.goodput.timeline import Costs, Kind, Stop, simulate

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models import persistence
-from models.features import FEATURES
-from models.hazard import HazardModel, choose_threshold, fit
-from models.training import Dataset, Failure, build_dataset
 from sentinel.config import from_mapping
 from sentinel.detector.hazard_scoring import HazardScorer
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import ConfigError
 from sentinel.events import FindingClass, GpuReading, Recommendation, Severity, TelemetrySample
+from sentinel.models import persistence
+from sentinel.models.features import FEATURES
+from sentinel.models.hazard import HazardModel, choose_threshold, fit
+from sentinel.models.training import Dataset, Failure, build_dataset
 
 ECC = FEATURES.index("ecc_sbe_per_h")
 

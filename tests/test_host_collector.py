@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from collectors.agent import Agent, Slot
-from collectors.host import HostCollector
 from sentinel import codec
 from sentinel.clock import ManualClock
+from sentinel.collectors.agent import Agent, Slot
+from sentinel.collectors.host import HostCollector
 from sentinel.events import TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.transport import TELEMETRY

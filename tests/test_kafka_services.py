@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.brokers import Tansu
 from sentinel import codec
+from sentinel.benchmarks.brokers import Tansu
 from sentinel.config import from_mapping
 from sentinel.daemon import run_controller, run_detector
 from sentinel.events import DeadLetter, GpuReading, GpuState, LogEvent, LogKind, TelemetrySample

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.kmsg import load_patterns, parse_line
 from sentinel import codec
+from sentinel.collectors.kmsg import load_patterns, parse_line
 from sentinel.errors import ConfigError
 from sentinel.events import LogEvent, LogKind
 

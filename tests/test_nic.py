@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.nic import NicCollector
 from sentinel import codec
+from sentinel.collectors.nic import NicCollector
 from sentinel.errors import CollectorError
 from sentinel.events import NicReading, TelemetrySample
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pynvml
 
-from collectors.check import judge, read_node
+from sentinel.collectors.check import judge, read_node
 from sentinel.testing import FakeNvml, healthy_fields
 
 SYSFS = str(Path(__file__).parent / "fixtures" / "sysfs")

@@ -7,8 +7,8 @@ import logging
 import pynvml
 import pytest
 
-from collectors.nvml import NvmlCollector
 from sentinel import codec
+from sentinel.collectors.nvml import NvmlCollector
 from sentinel.errors import CollectorError
 from sentinel.events import GpuState, LogKind, TelemetrySample
 from sentinel.testing import FakeNvml, healthy_fields

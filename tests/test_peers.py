@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.slurm_jobs import SlurmJobs
+from sentinel.collectors.slurm_jobs import SlurmJobs
 from sentinel.detector.peers import PeerComparison
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CollectorError

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,3 +39,24 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs(tmp_path: Pat
     assert '"faults_injected": 6' in demo.stdout
     node = run("check")  # no GPU here: a clear result and the documented exit code
     assert node.returncode == 1 and "no NVIDIA driver" in node.stdout
+    with zipfile.ZipFile(wheel) as archive:  # one import name: every module under sentinel/
+        tops = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith((".dist-info",
+                                                                                                    ".data"))}
+        assert tops == {"sentinel"}
+        assert "sentinel/collectors/kmsg_patterns.toml" in archive.namelist()
+    # docs/operations.md "Install on a Slurm cluster" on a fresh prefix: install (units, configs, keygen), then
+    # the store, then the CLI reading the services' config
+    root = tmp_path / "root"
+    installed = run("install", "--prefix", str(root))
+    assert installed.returncode == 0, installed.stderr
+    config = str(root / "etc" / "sentinel" / "sentinel.toml")
+    assert run("config", "check", config).returncode == 0
+    assert run("config", "check", str(root / "etc" / "sentinel" / "agent.toml")).returncode == 0
+    assert run("--config", config, "db", "upgrade").returncode == 0
+    status = run("--config", config, "status", "-o", "json")
+    assert status.returncode == 0 and str(root / "var" / "lib" / "sentinel") in status.stdout, status.stderr
+    units = sorted((root / "etc" / "systemd" / "system").glob("*.service"))
+    assert len(units) == 4 and all(f"{venv}/bin/sentinel " in u.read_text() for u in units)
+    verified = subprocess.run(["systemd-analyze", "verify", *map(str, units)], capture_output=True, text=True,
+                              timeout=120)
+    assert verified.returncode == 0 and verified.stderr.strip() == "", verified.stderr

@@ -6,9 +6,9 @@ import socket
 import threading
 from pathlib import Path
 
-from collectors.agent import Agent, Slot
-from collectors.host import HostCollector
 from sentinel.clock import SystemClock
+from sentinel.collectors.agent import Agent, Slot
+from sentinel.collectors.host import HostCollector
 from sentinel.metrics import Metrics
 from sentinel.sdnotify import notifier
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.server_alerts import alert_onsets, budget_threshold
-from models.server_anomaly import ServerAnomalyConfig, ServerAnomalyModel
+from sentinel.models.server_alerts import alert_onsets, budget_threshold
+from sentinel.models.server_anomaly import ServerAnomalyConfig, ServerAnomalyModel
 
 COLUMNS = ["cpu", "mem", "disk", "net"]
 

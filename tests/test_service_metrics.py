@@ -11,8 +11,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from benchmarks.brokers import Tansu, free_port
 from sentinel import codec
+from sentinel.benchmarks.brokers import Tansu, free_port
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent, run_controller, run_detector
 from sentinel.events import GpuReading, GpuState, TelemetrySample

@@ -9,7 +9,6 @@ import statistics
 
 import numpy as np
 
-from models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
 from sentinel.config import StragglerConfig
 from sentinel.counters import rate_per_h
 from sentinel.detector.findings import make_finding
@@ -23,6 +22,7 @@ from sentinel.events import (
     Severity,
     TelemetrySample,
 )
+from sentinel.models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
 
 # NVSentinel and Azure healthagent: any increase of link_downed is fatal for the port (domain.md).
 # IBTA's 10^-12 bit-error-rate bound: more than 120 symbol errors per hour is a pre-failure signal (domain.md);

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from models import persistence
-from models.features import (
+from sentinel.config import HazardConfig
+from sentinel.detector.findings import make_finding
+from sentinel.detector.windows import NodeWindow
+from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
+from sentinel.models import persistence
+from sentinel.models.features import (
     FEATURES,
     XID_AGE_CAP_S,
     DeviationBaseline,
@@ -22,11 +26,7 @@ from models.features import (
     gpu_features,
     physical_evidence,
 )
-from models.hazard import HazardModel
-from sentinel.config import HazardConfig
-from sentinel.detector.findings import make_finding
-from sentinel.detector.windows import NodeWindow
-from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
+from sentinel.models.hazard import HazardModel
 
 _OWN = FEATURES.index("temp_dev_excess")  # NaN when the GPU gave no reading in the window
 

@@ -11,9 +11,9 @@ import math
 
 import numpy as np
 
-from models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
 from sentinel.counters import counter_delta
 from sentinel.events import GpuReading, GpuState, TelemetrySample
+from sentinel.models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
 
 __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
 

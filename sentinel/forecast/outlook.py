@@ -12,13 +12,13 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from models.calendar_features import DAY
-from models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
 from sentinel.clock import Clock, SystemClock
 from sentinel.errors import ValidationError
 from sentinel.forecast import resident as models
 from sentinel.forecast.risk import FailureModel, FindingsRisk, RiskForecast, forecast_risk
 from sentinel.load_bins import ALL, BIN_S
+from sentinel.models.calendar_features import DAY
+from sentinel.models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
 from sentinel.store import load as store
 
 RISK_LOOKBACK_S = 86_400.0

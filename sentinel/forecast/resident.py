@@ -18,9 +18,9 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from models.forecast import ANCHORS, COARSE, DemandForecaster, LoadSeries
 from sentinel.clock import SystemClock
 from sentinel.load_bins import BIN_S, series
+from sentinel.models.forecast import ANCHORS, COARSE, DemandForecaster, LoadSeries
 from sentinel.store import load as store
 
 HISTORY_S = 28 * 86_400.0

@@ -24,9 +24,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from models import features, hazard, persistence, training
-from models.training import Dataset, Failure, build_dataset
 from sentinel.errors import ConfigError
+from sentinel.models import features, hazard, persistence, training
+from sentinel.models.training import Dataset, Failure, build_dataset
 from sentinel.sim import background, groundtruth, scenario
 from sentinel.sim import fleet as fleet_module
 from sentinel.sim.fleet import Fleet

@@ -17,9 +17,9 @@ from sentinel.verbs import EXIT_ERROR, EXIT_OK, load_config, out
 def cmd_check(args: argparse.Namespace) -> int:
     import pynvml
 
-    from collectors.check import judge, read_node
+    from sentinel.collectors.check import judge, read_node
 
-    logging.getLogger("collectors.nvml").setLevel(logging.ERROR)  # the result says it once, in its table
+    logging.getLogger("sentinel.collectors.nvml").setLevel(logging.ERROR)  # the result says it once, in its table
     config = load_config(args)
     expected_gpus = config.check.expected_gpus if args.expect_gpus is None else args.expect_gpus
     expected_ib = config.check.expected_ib_ports if args.expect_ib_ports is None else args.expect_ib_ports

@@ -26,8 +26,8 @@ def _progress(args: argparse.Namespace, label: str) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from models import hazard, persistence, training
-    from models.training import Dataset
+    from sentinel.models import hazard, persistence, training
+    from sentinel.models.training import Dataset
     from sentinel.sim import trainset
 
     horizon_s = parse_duration(args.horizon)
@@ -67,7 +67,7 @@ def _hash(digests: list[str]) -> str:
 
 
 def cmd_model_list(args: argparse.Namespace) -> int:
-    from models import persistence
+    from sentinel.models import persistence
 
     rows = [{"name": m["name"], "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(m["created_ts"])),
              "horizon_s": m["horizon_s"], "threshold": round(m["threshold"], 4),
@@ -83,7 +83,7 @@ def cmd_model_list(args: argparse.Namespace) -> int:
 
 
 def cmd_model_show(args: argparse.Namespace) -> int:
-    from models import persistence
+    from sentinel.models import persistence
 
     meta = persistence.metadata(persistence.resolve(args.name, _models_dir(args)))
     shown = {k: v for k, v in meta.items() if k not in ("healthy_median", "healthy_scale")}

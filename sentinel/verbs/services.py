@@ -134,8 +134,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 def cmd_parse_log(args: argparse.Namespace) -> int:
     import msgspec
 
-    from collectors.kmsg import parse_line
     from sentinel.clock import SystemClock
+    from sentinel.collectors.kmsg import parse_line
 
     try:
         handle = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
