@@ -80,3 +80,15 @@ def read_node(nvml: Any, sysfs_root: str, read_nics: bool) -> tuple[list[GpuRead
         collector.close()
     nics = NicCollector(sysfs_root).read() if read_nics else None
     return gpus, reason, nics
+
+
+def boot_ts(proc_stat: str = "/proc/stat") -> float | None:
+    """When this host booted (epoch seconds, the kernel's ``btime``), None when it cannot be read."""
+    try:
+        with open(proc_stat, encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                     "check.expected_gpus; 0 = not checked)")
     check.add_argument("--expect-ib-ports", type=int, metavar="N", help="InfiniBand ports that must be ACTIVE "
                                                                         "(default check.expected_ib_ports)")
+    check.add_argument("--resume", action="store_true", help="when healthy, return the node to service if Sentinel "
+                       "drained it before its last boot and it is no lemon (default check.resume_own_drains)")
     collect = verb("collect", "read every configured collector once and print the snapshot (diagnostics)",
                    cmd_collect)
     collect.add_argument("--once", action="store_true", help="one snapshot (the only mode; kept for clarity)")

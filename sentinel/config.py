@@ -171,6 +171,7 @@ class PolicyConfig(_Section, frozen=True):
     opt_out_nodes: list[str] = msgspec.field(default_factory=list)
     command_ttl_s: float = 300.0
     command_resend_s: float = 30.0  # the outbox publishes a command again while no final result came back
+    drain_watch_s: float = 60.0  # how often the controller asks the scheduler whether drained nodes came back
     min_confidence: float = 0.5  # a predicted failure below this confidence only alerts
     breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
     hysteresis: HysteresisConfig = msgspec.field(default_factory=HysteresisConfig)
@@ -181,6 +182,7 @@ class PolicyConfig(_Section, frozen=True):
         _non_negative("cooldown_s", self.cooldown_s)
         _positive("command_ttl_s", self.command_ttl_s)
         _positive("command_resend_s", self.command_resend_s)
+        _positive("drain_watch_s", self.drain_watch_s)
         require(0 <= self.min_confidence <= 1, "min_confidence", "must be in [0, 1]", self.min_confidence)
 
 

@@ -62,6 +62,10 @@ class CheckConfig(_Section, frozen=True):
 
     expected_gpus: int = 0
     expected_ib_ports: int = 0  # InfiniBand ports that must be ACTIVE
+    # Opt-in: when the checks pass on a node Sentinel drained and the node booted after that drain (it was
+    # repaired or rebooted), `sentinel check` resumes it through actuator.kind; never a lemon's drain, never
+    # someone else's (docs/operations.md "Node health check")
+    resume_own_drains: bool = False
 
     def __post_init__(self) -> None:
         require(0 <= self.expected_gpus <= 64, "expected_gpus", "must be in [0, 64]", self.expected_gpus)

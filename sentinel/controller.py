@@ -18,7 +18,7 @@ from typing import Protocol
 import msgspec
 
 from sentinel import codec
-from sentinel.actuator import OWNED_REASON_PREFIX
+from sentinel.actuator import LEMON_MARK, OWNED_REASON_PREFIX
 from sentinel.actuator.signing import CommandSigner
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
@@ -197,7 +197,7 @@ class Controller:
             if decision is not None:
                 unit.add_decision(decision)
                 if decision.mode is Mode.EXECUTE and plans.is_disruptive(decision.action):
-                    command = self._command(decision, incident, now)
+                    command = self._command(decision, incident, now, engine.is_lemon(facts, self.config))
                     unit.add_command(command)
         # committed: count, log, and let the outbox publish
         if request is not None and new_request:
@@ -260,8 +260,9 @@ class Controller:
                                                                                          finding.id],
         )
 
-    def _command(self, decision: Decision, incident: Incident, now: float) -> Command:
-        reason = f"{OWNED_REASON_PREFIX} {incident.id} {incident.summary}"[:200]
+    def _command(self, decision: Decision, incident: Incident, now: float, lemon: bool) -> Command:
+        mark = f" {LEMON_MARK}" if lemon else ""  # auto-resume leaves a lemon's drain to a person
+        reason = f"{OWNED_REASON_PREFIX} {incident.id}{mark} {incident.summary}"[:200]
         return Command(id=f"{decision.id}:cmd", decision_id=decision.id, incident_id=incident.id,
                        node=decision.node, action=decision.action, ts=now,
                        expires_ts=now + self.config.command_ttl_s, drain_reason=reason)

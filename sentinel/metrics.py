@@ -78,6 +78,11 @@ class Metrics:
             "Commands the actuator refused and did not act on (unsigned, tampered, expired, replayed, ...).",
             ["reason"], registry=r,
         )
+        self.nodes_returned = Counter(
+            "sentinel_nodes_returned_total",
+            "Nodes Sentinel drained that the scheduler shows back in service without it (sentinel check --resume, "
+            "scontrol resume, kubectl uncordon): drain mark cleared, incident resolved.", registry=r
+        )
         self.commands_resent = Counter(
             "sentinel_commands_resent_total",
             "Commands the controller's outbox published again: no final result arrived within "

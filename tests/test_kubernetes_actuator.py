@@ -63,8 +63,10 @@ def test_drain_cordons_taints_and_annotates_the_node_and_only_its_pods(cluster: 
     assert node["spec"]["unschedulable"] is True
     assert node["spec"]["taints"] == [{"key": "sentinel.dev/failing", "value": "inc-gpu-1-100",
                                        "effect": "NoSchedule"}]
+    drained_at = f"{s.clock.now():.0f}"  # auto-resume wants a boot after it
     assert annotations(node) == {"sentinel.dev/drain-reason": REASON, "sentinel.dev/incident": "inc-gpu-1-100",
-                                 "sentinel.dev/cordoned": "true"}
+                                 "sentinel.dev/cordoned": "true", "sentinel.dev/drained-at": drained_at}
+    assert s.drained_since("gpu-1") == float(drained_at)
     assert annotations(cluster.pod("trainer-0"))["sentinel.dev/incident"] == "inc-gpu-1-100"
     assert "sentinel.dev/incident" not in annotations(cluster.pod("trainer-1"))
     assert s.drain_reason("gpu-1") == REASON
@@ -135,7 +137,7 @@ def test_resume_lifts_only_our_cordon_and_taint(cluster: Cluster) -> None:
     assert "unschedulable" not in ours["spec"] and "taints" not in ours["spec"]
     assert annotations(ours) == {}
     assert admins["spec"]["unschedulable"] is True and admins["spec"]["taints"] == [admin_taint]
-    assert s.drain_reason("ours") is None
+    assert s.drain_reason("ours") is None and s.drained_since("ours") is None
 
 
 def test_resume_refuses_a_node_sentinel_did_not_drain(cluster: Cluster) -> None:

@@ -14,6 +14,9 @@ from sentinel.events import ActionResult, Command
 # Every drain Sentinel makes carries this reason prefix ("sentinel: <incident> <summary>"); the actuators resume,
 # and the demo counts, only nodes whose reason starts with it.
 OWNED_REASON_PREFIX = "sentinel:"
+# In the reason of a drain on a lemon node (policy.lemon): such a node is never returned to service by itself
+# (``check.resume_own_drains``); a person repairs it and runs ``sentinel resume NODE``.
+LEMON_MARK = "[lemon]"
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,16 @@ class Scheduler(Protocol):
 
 @runtime_checkable
 class Resumable(Protocol):
+    def drain_reason(self, node: str) -> str | None: ...
+
     """A Scheduler that can undo its own drain (``sentinel resume NODE``): True when it did, False when the node
     was not drained; a node someone else drained is refused with an error."""
 
     def resume(self, node: str) -> bool: ...
+
+    def drained_since(self, node: str) -> float | None:
+        """When the current drain of ``node`` was made (epoch seconds), None when not drained or unknown."""
+        ...
 
 
 class StepLog(Protocol):

@@ -31,6 +31,7 @@ from sentinel.events import NODE_NAME_PATTERN
 
 OWNED_PREFIX = OWNED_REASON_PREFIX
 REASON, INCIDENT, CORDONED = "sentinel.dev/drain-reason", "sentinel.dev/incident", "sentinel.dev/cordoned"
+DRAINED_AT = "sentinel.dev/drained-at"  # epoch seconds of our drain (auto-resume needs a boot after it)
 CHECKPOINT_REQUESTED, CHECKPOINT_ACK = "sentinel.dev/checkpoint-requested", "sentinel.dev/checkpoint-ack"
 LAST_CHECKPOINT, ENDS = "sentinel.dev/last-checkpoint-ts", "sentinel.dev/ends-ts"
 _MERGE = "application/merge-patch+json"
@@ -147,7 +148,7 @@ class KubernetesScheduler:
         value = _LABEL_VALUE.sub("-", incident)[:63].strip("-._") or "unknown"
         taints = [_taint_dict(t) for t in (current.spec.taints or []) if t.key != self.config.taint_key]
         taints.append({"key": self.config.taint_key, "value": value, "effect": "NoSchedule"})
-        annotations = {REASON: reason, INCIDENT: incident}
+        annotations = {REASON: reason, INCIDENT: incident, DRAINED_AT: f"{self.clock.now():.0f}"}
         if not current.spec.unschedulable:
             annotations[CORDONED] = "true"  # the cordon is ours to lift
         self._patch_node(node, {"spec": {"unschedulable": True, "taints": taints},
@@ -195,8 +196,14 @@ class KubernetesScheduler:
         if annotations.get(CORDONED) == "true":
             spec["unschedulable"] = None
         self._patch_node(node, {"spec": spec, "metadata": {"annotations": {REASON: None, INCIDENT: None,
-                                                                          CORDONED: None}}})
+                                                                          CORDONED: None, DRAINED_AT: None}}})
         return True
+
+    def drained_since(self, node: str) -> float | None:
+        current = self._node(_check_node(node))
+        if not current.spec.unschedulable:
+            return None
+        return _float((current.metadata.annotations or {}).get(DRAINED_AT))
 
     def job_timing(self, job_id: str) -> JobTiming | None:
         """What the training side published on its pod: last checkpoint and expected end (epoch seconds)."""

@@ -146,6 +146,10 @@ class SlurmScheduler:
         self._run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
         log.info("drained %s: %s", node, reason)
 
+    def drained_since(self, node: str) -> float | None:
+        found = self.node(node)
+        return found.reason_ts if found.drained else None
+
     def resume(self, node: str) -> bool:
         """Return ``node`` to service if, and only if, Sentinel drained it; False when it was not drained."""
         current = self.node(node)

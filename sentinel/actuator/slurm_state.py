@@ -42,6 +42,7 @@ class SlurmNode:
     name: str
     states: frozenset[str]  # base state and flags, upper case: {"MIXED", "DRAIN"}
     reason: str
+    reason_ts: float | None = None  # when the reason was set (sinfo's reason_changed_at), None when unknown
 
     @property
     def drained(self) -> bool:
@@ -146,5 +147,7 @@ def parse_nodes(stdout: str) -> list[SlurmNode]:
         if not isinstance(raw, dict) or "name" not in raw:
             continue
         states = {*_states(raw.get("state")), *_states(raw.get("state_flags"))}
-        nodes.append(SlurmNode(check_node(str(raw["name"])), frozenset(states), str(raw.get("reason") or "")))
+        changed = _number(raw.get("reason_changed_at"))
+        nodes.append(SlurmNode(check_node(str(raw["name"])), frozenset(states), str(raw.get("reason") or ""),
+                               changed or None))
     return nodes

@@ -98,8 +98,14 @@ def operator_request(incident: Incident, finding: Finding, facts: Facts, config:
     return _decision(incident, kind, Mode.OBSERVE, why, [], now)
 
 
+def is_lemon(facts: Facts, config: PolicyConfig) -> bool:
+    """Repeated incidents on one node (policy.lemon): noted in every decision; its drains are never undone by
+    auto-resume."""
+    return facts.recent_incidents >= config.lemon.min_incidents
+
+
 def _lemon(facts: Facts, config: PolicyConfig) -> list[str]:
-    if facts.recent_incidents < config.lemon.min_incidents:
+    if not is_lemon(facts, config):
         return []
     return [f"lemon: {facts.recent_incidents} incidents in {config.lemon.window_s / 86_400:.0f} d on this node"]
 

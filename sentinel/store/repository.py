@@ -178,6 +178,22 @@ class Repository(Queries):
             )
         return int(result.rowcount or 0)
 
+    def drained_nodes(self) -> list[tuple[str, str]]:
+        """(node, incident id) of every node the store marks drained by Sentinel."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(s.nodes.c.name, s.nodes.c.drained_incident_id)
+                                .where(s.nodes.c.drained_incident_id.is_not(None))).all()
+        return [(str(name), str(incident)) for name, incident in rows]
+
+    def node_returned(self, node: str, incident_id: str, now: float) -> None:
+        """The node is back in service: its drain mark cleared and its incident (if still open) resolved."""
+        with self.engine.begin() as conn:
+            conn.execute(update(s.nodes).where(s.nodes.c.name == node, s.nodes.c.drained_incident_id == incident_id)
+                         .values(drained_incident_id=None))
+            conn.execute(update(s.incidents).where(s.incidents.c.id == incident_id,
+                                                   s.incidents.c.status != IncidentStatus.RESOLVED.value)
+                         .values(status=IncidentStatus.RESOLVED.value, updated_ts=now))
+
     def set_node_drained(self, node: str, incident_id: str | None) -> None:
         with self.engine.begin() as conn:
             conn.execute(update(s.nodes).where(s.nodes.c.name == node).values(drained_incident_id=incident_id))

@@ -10,6 +10,8 @@ import argparse
 import dataclasses
 import logging
 
+from sentinel.config import Config
+from sentinel.errors import ConfigError
 from sentinel.tables import render
 from sentinel.verbs import EXIT_ERROR, EXIT_OK, load_config, out
 
@@ -30,5 +32,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     data = {"node": config.node_name(), "healthy": healthy, "checks": [dataclasses.asdict(c) for c in checks]}
     text = render(rows, [("name", "check"), ("status", "status"), ("detail", "detail")], max_width=90)
     text += "\n" + "\n".join(f"ERROR: {c.name}: {c.detail}" for c in checks if c.ok is False)
-    out(args, data, text.rstrip() + ("\nhealthy" if healthy else ""))
+    text = text.rstrip() + ("\nhealthy" if healthy else "")
+    if args.resume or config.check.resume_own_drains:
+        resume = _resume(config, config.node_name(), healthy)
+        data["resume"] = resume
+        text += f"\nresume: {'returned to service' if resume['resumed'] else 'no'} ({resume['why']})"
+    out(args, data, text)
     return EXIT_OK if healthy else EXIT_ERROR
+
+
+def _resume(config: Config, node: str, healthy: bool) -> dict[str, object]:
+    from sentinel.actuator import Resumable
+    from sentinel.actuator.autoresume import resume_own_drain
+    from sentinel.clock import SystemClock
+    from sentinel.collectors.check import boot_ts
+    from sentinel.daemon import build_scheduler
+
+    if not healthy:  # the scheduler is not even asked
+        return {"resumed": False, "why": "its checks fail"}
+    scheduler = build_scheduler(config, SystemClock())
+    if not isinstance(scheduler, Resumable):
+        raise ConfigError(f"actuator.kind: {config.actuator.kind!r} cannot resume nodes (slurm or kubernetes)")
+    return resume_own_drain(scheduler, node, boot_ts())

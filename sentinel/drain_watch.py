@@ -1,0 +1,61 @@
+"""The store's drained nodes kept true to the scheduler.
+
+A node Sentinel drained can come back without Sentinel: ``sentinel check --resume`` after a repair, an operator's
+``scontrol update state=resume`` or ``kubectl uncordon``. Left alone, the store would still count it held out (the
+breaker's fraction) and the "already drained" guard would hold back the drain of its next fault. Every
+``policy.drain_watch_s`` the watch asks the scheduler about each node the store marks drained by Sentinel; one that
+is no longer drained with Sentinel's reason has its mark cleared and its incident resolved
+(``sentinel_nodes_returned_total``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sentinel.actuator import OWNED_REASON_PREFIX, Scheduler
+from sentinel.clock import Clock
+from sentinel.errors import ActuatorError
+from sentinel.metrics import Metrics
+from sentinel.store.repository import Repository
+
+log = logging.getLogger(__name__)
+
+
+class DrainWatch:
+    def __init__(self, repo: Repository, scheduler: Scheduler, clock: Clock, metrics: Metrics,
+                 interval_s: float) -> None:
+        self.repo, self.scheduler, self.clock, self.metrics = repo, scheduler, clock, metrics
+        self.interval_s = interval_s
+
+    def check(self) -> list[str]:
+        """One pass: the nodes found back in service (their marks cleared, incidents resolved)."""
+        returned = []
+        for node, incident_id in self.repo.drained_nodes():
+            try:
+                reason = self.scheduler.drain_reason(node)
+            except ActuatorError as exc:  # slurmctld away, a node removed from the cluster: ask again next pass
+                log.warning("drain watch: %s: %s", node, exc)
+                continue
+            if reason is not None and reason.startswith(OWNED_REASON_PREFIX):
+                continue
+            self.repo.node_returned(node, incident_id, self.clock.now())
+            self.metrics.nodes_returned.inc()
+            log.info("%s is back in service without Sentinel (now: %s); incident %s resolved", node,
+                     reason or "not drained", incident_id)
+            returned.append(node)
+        return returned
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        """Watch on a thread of its own (a slow scheduler never holds up the controller's loop)."""
+
+        def loop() -> None:
+            while not stop.wait(self.interval_s):
+                try:
+                    self.check()
+                except Exception:  # the store away for a moment: the next pass tries again
+                    log.exception("drain watch failed; retrying in %.0f s", self.interval_s)
+
+        thread = threading.Thread(target=loop, name="drain-watch", daemon=True)
+        thread.start()
+        return thread
