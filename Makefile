@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint dist clean
+.PHONY: demo test lint dist image clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test: $(TEST_STAMP)
 # An sdist and a wheel in dist/ (units, rules, dashboard and samples go to <prefix>/share/sentinel).
 dist: $(TEST_STAMP)
 	$(BIN)/python -m build --no-isolation --outdir dist .
+
+# The container image deploy/kubernetes runs: sentinel:<version>, built from the wheel (CONTAINER=podman works too).
+CONTAINER ?= docker
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image: dist
+	$(CONTAINER) build -f deploy/container/Containerfile --build-arg VERSION=$(VERSION) -t sentinel:$(VERSION) .
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check sentinel collectors models benchmarks migrations tests

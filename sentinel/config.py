@@ -10,6 +10,7 @@ Environment overrides live here and only here: ``SENTINEL__SECTION__KEY=value`` 
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import re
@@ -236,26 +237,35 @@ class Config(_Section, frozen=True):
 
 
 def from_mapping(raw: Mapping[str, Any]) -> Config:
-    """Build a validated Config from a parsed TOML mapping; raise ConfigError naming the path of every section's
-    first problem (each section is validated on its own, so one run shows what to fix everywhere)."""
+    """Build a validated Config from a parsed TOML mapping; raise ConfigError naming the path of every problem
+    (each one found is set aside and the rest validated again, so one run shows everything to fix)."""
     try:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as exc:
-        first = explain(str(exc))
-    problems: list[str] = []
-    sections = msgspec.structs.fields(Config)
-    known = {f.encode_name: f.type for f in sections}
-    for name, value in raw.items() if isinstance(raw, Mapping) else []:
-        if name not in known:
-            problems.append(f"{name}: unknown key")
-            continue
+        problems = [explain(str(exc))]
+    rest = copy.deepcopy(dict(raw)) if isinstance(raw, Mapping) else {}
+    while len(problems) < 50 and _set_aside(rest, problems[-1].split(": ", 1)[0]):
         try:
-            msgspec.convert(value, known[name])
+            msgspec.convert(rest, Config)
+            break
         except msgspec.ValidationError as exc:
-            problems.append(explain(str(exc), prefix=name))
-    if len(problems) <= 1:
-        raise ConfigError(first)
+            problems.append(explain(str(exc)))
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
     raise ConfigError(f"{len(problems)} problems:\n  " + "\n  ".join(problems))
+
+
+def _set_aside(raw: dict[str, Any], path: str) -> bool:
+    """Remove the key a problem names (``policy.breaker.max_fraction``) so the next pass finds the next one;
+    False when the path names nothing removable (then the first problems are all there is to say)."""
+    *parents, key = path.split(".")
+    node: Any = raw
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or key not in node:
+        return False
+    del node[key]
+    return True
 
 
 def load(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:

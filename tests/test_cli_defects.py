@@ -205,3 +205,17 @@ def test_every_section_with_a_problem_is_reported_at_once() -> None:
     assert text.startswith("4 problems")
     for path in ("policy.mode", "detector.window_samples", "store.url", "agnet: unknown key"):
         assert path in text, path
+
+
+def test_every_problem_inside_one_section_is_reported_at_once() -> None:
+    """Issue 17: several mistakes in one section (and its subsections) all show in one run, and a key that is
+    fine is not blamed."""
+    with pytest.raises(ConfigError) as caught:
+        from_mapping({"policy": {"mode": "obsreve", "cooldown_s": -5, "cooldwn_s": 1, "command_ttl_s": 60,
+                                 "breaker": {"max_fraction": 7, "window_s": "1h"}}})
+    text = str(caught.value)
+    assert text.startswith("5 problems"), text
+    for path in ("policy.mode", "policy.cooldown_s", "policy.cooldwn_s: unknown key", "policy.breaker.max_fraction",
+                 "policy.breaker.window_s"):
+        assert path in text, path
+    assert "command_ttl_s" not in text

@@ -91,3 +91,19 @@ def test_the_sample_alertmanager_route_passes_amtool_and_pages_only_critical_ale
         routed = subprocess.run(["amtool", "config", "routes", "test", f"--config.file={path}", *labels],
                                 capture_output=True, text=True, timeout=30)
         assert routed.stdout.strip() == receiver, (labels, routed.stdout, routed.stderr)
+
+
+def test_the_manifests_run_the_image_the_containerfile_builds() -> None:
+    """No container daemon runs here, so the image is not built in tests; what can drift is checked: the
+    manifests name sentinel:<the project's version> and run as the user the Containerfile creates."""
+    version = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]["version"]
+    containerfile = (DEPLOY / "container" / "Containerfile").read_text()
+    assert f"ARG VERSION={version}\n" in containerfile and "USER 10001:10001" in containerfile
+    images, users = set(), set()
+    for _, doc in documents():
+        pod = doc.get("spec", {}).get("template", {}).get("spec", {})
+        images |= {c["image"] for c in [*pod.get("initContainers", []), *pod.get("containers", [])]}
+        if pod.get("securityContext", {}).get("runAsNonRoot"):
+            users.add((pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]))
+    assert images == {f"sentinel:{version}"}
+    assert users == {(10001, 10001)}
