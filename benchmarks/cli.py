@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--broker", required=True, metavar="HOST:PORT", help="Kafka bootstrap (fresh topics are made)")
     pipe.add_argument("--messages", type=int, default=100_000, help="node-messages to produce (default 100000)")
     pipe.add_argument("--nodes", type=int, default=1000, help="distinct nodes (default 1000)")
+    pipe.add_argument("--model", metavar="DIR", help="hazard model the detector loads (default: the model trained "
+                      "on the shipped scenario, trained and cached on first use; `none`: rules only)")
+    pipe.add_argument("--compression", choices=("gzip", "lz4", "zstd", "none"), default="gzip",
+                      help="producer compression, as the agents' transport.kafka.compression (default gzip)")
     pipe.add_argument("--json", action="store_true", help="print results as JSON")
     pipe.set_defaults(func=cmd_bench_pipeline)
     sim_bench = bench.add_parser("sim", parents=[common], help="simulator generation speed")

@@ -8,7 +8,12 @@ In one run, on fresh topics of the given broker:
    (``two_process_msgs_per_s``);
 4. live latency: samples produced at a steady rate while the detector runs, some with a GPU that fell off the
    bus; sample-to-finding latency p50/p99 is measured at a findings consumer;
-5. detector memory per tracked GPU (tracemalloc over 1,000 nodes' windows).
+5. detector memory per tracked GPU (tracemalloc over 1,000 nodes with full windows, scored by the model).
+
+The detector is the one ``sentinel detector`` runs, at product defaults (``DETECTOR_AS_SHIPPED``): every rule,
+counter warnings, peer comparison, stragglers, and the hazard model with a trained model loaded (``--model``, by
+default the cached model trained on the shipped training scenario); the JSON's ``features`` says what was on.
+``--compression`` picks the producer's compression (the agents' ``transport.kafka.compression``).
 """
 
 from __future__ import annotations
@@ -24,30 +29,35 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from sentinel import codec
 from sentinel.benchmarks.codec import sample_message
-from sentinel.clock import ManualClock, SystemClock
-from sentinel.config import from_mapping
+from sentinel.clock import Clock, ManualClock, SystemClock
+from sentinel.config import DetectorConfig, from_mapping
+from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.service import Detector
 from sentinel.events import Finding, GpuState, TelemetrySample
 from sentinel.metrics import Metrics
+from sentinel.sim.trainset import cached_model
 from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.repository import Repository
 from sentinel.tables import render
+from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Transport
 from sentinel.transport.kafka import KafkaTransport
 from sentinel.transport.memory import MemoryTransport
 
 Progress = Callable[[str], None]
 
 
-def _messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "") -> list[bytes]:
+def _messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "",
+              first: int = 0) -> list[bytes]:
     base = [sample_message(i + 1) for i in range(nodes)]
     out = []
-    for k in range(n):
+    for k in range(first, first + n):
         sample = base[k % nodes]
         sample = msgspec.structs.replace(sample, ts=ts if ts is not None else 1.7e9 + k // nodes, seq=k // nodes + 1)
         if fault_every and k % fault_every == 0:
@@ -67,48 +77,69 @@ def _store(tmp: str) -> Repository:
     return Repository(engine)
 
 
-def _detector_rate(broker: str, topics: tuple[str, str, str], n: int, tmp: str, group: str) -> tuple[float, int]:
+def _config(model: str | None, record_interval_s: float = 30.0) -> DetectorConfig:
+    """Product defaults, with the model named (None: rules only, for tests of the bench itself)."""
+    return from_mapping({"detector": {"record_interval_s": record_interval_s,
+                                      "hazard": {"model": model or ""}}}).detector
+
+
+def _detector(transport: Transport, repo: Repository, model: str | None, clock: Clock, group: str,
+              topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS), record_interval_s: float = 30.0,
+              ) -> Detector:
+    config = _config(model, record_interval_s)
+    return Detector(transport, repo, config, Metrics(), clock, group=group, topics=topics,
+                    hazard=load_scorer(config.hazard))
+
+
+def features(model: str | None) -> dict[str, Any]:
+    config = _config(model)
+    return {"rules": True, "counter_warnings": True, "infiniband_rules": True, "peer_comparison": True,
+            "stragglers": True, "hazard_model": Path(model).name if model else None,
+            "anomalies": bool(model) and config.hazard.anomalies, "window_samples": config.window_samples}
+
+
+def _detector_rate(broker: str, topics: tuple[str, str, str], n: int, tmp: str, group: str,
+                   model: str | None) -> tuple[float, int]:
     transport = _kafka(broker)
-    config = from_mapping({"detector": {"record_interval_s": 30}}).detector
-    detector = Detector(transport, _store(tmp), config, Metrics(), SystemClock(), group=group, topics=topics)
+    detector = _detector(transport, _store(tmp), model, SystemClock(), group, topics)
     started = None
     deadline = time.monotonic() + 300
     while detector.samples_seen < n and time.monotonic() < deadline:
+        before = time.perf_counter()  # the clock starts with the step that brings the first messages
         if detector.step(5000, timeout_s=0.5) and started is None:
-            started = time.perf_counter() - 0.0
+            started = before
     elapsed = time.perf_counter() - (started or time.perf_counter())
     detector.consumer.close()
     transport.close()
     return detector.samples_seen / max(elapsed, 1e-9), detector.samples_seen
 
 
-def _kafka(broker: str) -> KafkaTransport:
-    # gzip, as the agents send (uncompressed 4.9 kB records were an order of magnitude slower to fetch from tansu)
-    return KafkaTransport(broker, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+def _kafka(broker: str, compression: str | None = "gzip") -> KafkaTransport:
+    # the producer's compression matters (the agents' default: gzip); consumers read any
+    return KafkaTransport(broker, compression=None if compression == "none" else compression,
+                          session_timeout_ms=6000, heartbeat_interval_ms=1000)
 
 
-def worker(broker: str, run: str, group: str, idle_s: float = 3.0) -> None:
+def worker(broker: str, run: str, group: str, model: str, idle_s: float = 3.0) -> None:
     """One detector group member for the two-process measurement; prints its counts and times as JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         transport = _kafka(broker)
-        config = from_mapping({"detector": {"record_interval_s": 30}}).detector
-        detector = Detector(transport, _store(tmp), config, Metrics(), SystemClock(), group=group,
-                            topics=_topics(run))
+        detector = _detector(transport, _store(tmp), model or None, SystemClock(), group, _topics(run))
         first = last = None
         quiet_since = time.monotonic()
         while time.monotonic() - quiet_since < (idle_s if first is not None else 60):
+            before = time.time()
             if detector.step(5000, timeout_s=0.5):
-                now = time.time()
-                first = first or now
-                last, quiet_since = now, time.monotonic()
+                first = first or before  # from the start of the step that brought the first messages
+                last, quiet_since = time.time(), time.monotonic()
         print(json.dumps({"count": detector.samples_seen, "first": first, "last": last}), flush=True)
         detector.consumer.close()
         transport.close()
 
 
-def _two_process_rate(broker: str, run: str, n: int) -> tuple[float, int]:
+def _two_process_rate(broker: str, run: str, n: int, model: str | None) -> tuple[float, int]:
     group = f"two-{uuid.uuid4().hex[:6]}"
-    procs = [subprocess.Popen([sys.executable, "-m", "sentinel.benchmarks.pipeline", broker, run, group],
+    procs = [subprocess.Popen([sys.executable, "-m", "sentinel.benchmarks.pipeline", broker, run, group, model or ""],
                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
     results = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
     counted = [r for r in results if r["first"] is not None]
@@ -126,9 +157,10 @@ def _bare_rate(broker: str, topic: str, n: int) -> float:
     count, started = 0, None
     deadline = time.monotonic() + 300
     while count < n and time.monotonic() < deadline:
+        before = time.perf_counter()  # timed as the detector is: from the poll that brings the first records
         for records in consumer.poll(timeout_ms=500, max_records=5000).values():
             if started is None:
-                started = time.perf_counter()
+                started = before
             for record in records:
                 codec.decode_as(record.value, TelemetrySample)
                 count += 1
@@ -137,13 +169,12 @@ def _bare_rate(broker: str, topic: str, n: int) -> float:
     return count / max(elapsed, 1e-9)
 
 
-def _latency(broker: str, tmp: str, rate: int = 2000, seconds: float = 5.0) -> list[float]:
+def _latency(broker: str, tmp: str, model: str | None, rate: int = 2000, seconds: float = 5.0) -> list[float]:
     run = uuid.uuid4().hex[:8]
     topics = _topics(run)
     transport = _kafka(broker)
     transport.ensure_topics({topics[0]: 4, topics[1]: 1, topics[2]: 1})
-    config = from_mapping({"detector": {"record_interval_s": 30}}).detector
-    detector = Detector(transport, _store(tmp), config, Metrics(), SystemClock(), group=f"lat-{run}", topics=topics)
+    detector = _detector(transport, _store(tmp), model, SystemClock(), f"lat-{run}", topics)
     findings = transport.consumer(f"find-{run}", [topics[2]])
     stop = threading.Event()
     thread = threading.Thread(target=lambda: [detector.step(2000, timeout_s=0.2) for _ in iter(stop.is_set, True)])
@@ -172,18 +203,20 @@ def _latency(broker: str, tmp: str, rate: int = 2000, seconds: float = 5.0) -> l
     return latencies
 
 
-def _bytes_per_gpu(nodes: int = 1000) -> float:
+def _bytes_per_gpu(model: str | None, nodes: int = 1000) -> float:
+    """State per GPU once every window is full and the model has scored every node (the steady state)."""
     with tempfile.TemporaryDirectory() as tmp:
         repo = _store(tmp)
         transport = MemoryTransport(10**7)
-        config = from_mapping({"detector": {"record_interval_s": 1e9}}).detector
+        samples = _config(model).window_samples + 5
         tracemalloc.start()
         before = tracemalloc.take_snapshot()
-        detector = Detector(transport, repo, config, Metrics(), ManualClock())
-        for m in _messages(nodes * 3, nodes):
-            transport.publish("sentinel.telemetry", None, m)
-        while detector.step(5000):
-            pass
+        detector = _detector(transport, repo, model, ManualClock(), "mem", record_interval_s=1e9)
+        for start in range(0, nodes * samples, 20_000):
+            for m in _messages(min(20_000, nodes * samples - start), nodes, first=start):
+                transport.publish(TELEMETRY, None, m)
+            while detector.step(5000):
+                pass
         after = tracemalloc.take_snapshot()
         tracemalloc.stop()
         grown = sum(s.size_diff for s in after.compare_to(before, "filename") if "sentinel" in str(s.traceback)
@@ -192,12 +225,18 @@ def _bytes_per_gpu(nodes: int = 1000) -> float:
     return grown / (nodes * 8)
 
 
-def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000,
-                       progress: Progress | None = None) -> dict[str, Any]:
+def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, progress: Progress | None = None,
+                       model: str | None = None, compression: str = "gzip") -> dict[str, Any]:
+    """``model``: a model directory, or None for the cached model trained on the shipped scenario (trained on
+    first use); "none" runs the rules alone."""
     say = progress or (lambda text: None)
+    if model is None:
+        model = cached_model(say)
+    elif model == "none":
+        model = None
     run = uuid.uuid4().hex[:8]
     topics = _topics(run)
-    producer = _kafka(broker)
+    producer = _kafka(broker, compression)
     producer.ensure_topics({topics[0]: 4, topics[1]: 1, topics[2]: 1})
     say(f"producing {messages} node-messages to {topics[0]} (4 partitions)")
     payload = _messages(messages, nodes)
@@ -210,23 +249,25 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000,
         say("bare kafka-python consume + decode")
         bare = _bare_rate(broker, topics[0], messages)
         say("detector, one process")
-        detector, seen = _detector_rate(broker, topics, messages, tmp, f"one-{run}")
+        detector, seen = _detector_rate(broker, topics, messages, tmp, f"one-{run}", model)
         say("detector, two processes")
-        two, two_seen = _two_process_rate(broker, run, messages)
+        two, two_seen = _two_process_rate(broker, run, messages, model)
         say("live sample-to-finding latency")
-        latencies = sorted(_latency(broker, tmp))
-    say("memory per tracked GPU")
-    per_gpu = _bytes_per_gpu()
+        latencies = sorted(_latency(broker, tmp, model))
+    say("memory per tracked GPU (full windows, every node scored)")
+    per_gpu = _bytes_per_gpu(model)
     p = (lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 4)) if latencies else (
         lambda q: None)
     return {
+        "features": features(model), "compression": compression,
         "messages": messages, "nodes": nodes, "gpus_per_message": 8, "produce_msgs_per_s": round(produce_rate),
         "bare_msgs_per_s": round(bare), "detector_msgs_per_s": round(detector), "detector_messages": seen,
         "ratio": round(detector / bare, 3) if bare else None, "two_process_msgs_per_s": round(two),
         "two_process_messages": two_seen, "gpu_samples_per_s": round(detector * 8),
         "latency_p50_s": p(0.5), "latency_p99_s": p(0.99), "latency_samples": len(latencies),
         "latency_mean_s": round(statistics.fmean(latencies), 4) if latencies else None,
-        "bytes_per_gpu": round(per_gpu), "goals": {"ratio": 0.8, "detector_msgs_per_s": 20_000, "bytes_per_gpu": 4096},
+        "bytes_per_gpu": round(per_gpu), "two_process_speedup": round(two / detector, 2) if detector else None,
+        "goals": {"ratio": 0.8, "two_process_speedup": 1.7, "bytes_per_gpu": 4096},
     }
 
 
@@ -237,8 +278,12 @@ def render_pipeline(r: dict[str, Any]) -> str:
         {"what": "detector, 2 processes", "msgs": r["two_process_msgs_per_s"], "gpus": r["two_process_msgs_per_s"] * 8},
         {"what": "(producer, for reference)", "msgs": r["produce_msgs_per_s"], "gpus": r["produce_msgs_per_s"] * 8},
     ]
-    return (render(rows, [("what", "path"), ("msgs", "node-msgs/s"), ("gpus", "GPU-samples/s")]) +
+    on = ", ".join(k for k, v in r["features"].items() if v is True)
+    model = r["features"]["hazard_model"] or "none (rules only)"
+    return (f"detector as shipped: {on}; hazard model {model}; producer compression {r['compression']}\n\n" +
+            render(rows, [("what", "path"), ("msgs", "node-msgs/s"), ("gpus", "GPU-samples/s")]) +
             f"\n\nratio detector/bare: {r['ratio']} (goal >= 0.8)"
+            f"\ntwo processes / one: {r['two_process_speedup']} (goal >= 1.7)"
             f"\nsample-to-finding latency: p50 {r['latency_p50_s']} s, p99 {r['latency_p99_s']} s "
             f"({r['latency_samples']} findings)"
             f"\ndetector state: {r['bytes_per_gpu']} bytes per tracked GPU (goal <= 4096)")
@@ -246,4 +291,4 @@ def render_pipeline(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":  # the two-process measurement's worker: python -m benchmarks.pipeline BROKER RUN GROUP
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    worker(sys.argv[1], sys.argv[2], sys.argv[3])
+    worker(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4])

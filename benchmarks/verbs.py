@@ -24,7 +24,8 @@ def cmd_bench_pipeline(args: argparse.Namespace) -> int:
     from sentinel.benchmarks.pipeline import render_pipeline, run_pipeline_bench
 
     result = run_pipeline_bench(args.broker, args.messages, args.nodes,
-                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True),
+                                model=args.model, compression=args.compression)
     print(json.dumps(result, indent=2) if args.json else render_pipeline(result))
     return EXIT_OK
 

@@ -5,11 +5,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+from sentinel.models import persistence
+from sentinel.models.hazard import fit
+from tests.test_hazard import _synthetic
 
 
-def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: str) -> None:
+def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """The detector as shipped: a trained model loaded (a small synthetic one here; the bench's default trains
+    the real one on first use, minutes), every rule on, and the JSON says so."""
+    model = persistence.save(fit(_synthetic(), horizon_s=3600.0, target_precision=0.95), tmp_path, "m1", "abc",
+                             "synthetic")
     result = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "pipeline", "--broker", kafka_bootstrap,
-                             "--messages", "3000", "--nodes", "100", "--json"],
+                             "--messages", "3000", "--nodes", "100", "--model", str(model), "--json"],
                             capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads(result.stdout)
@@ -18,4 +27,6 @@ def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: st
         assert data[key] is not None and data[key] > 0, key
     assert data["detector_messages"] == 3000 and data["two_process_messages"] == 3000
     assert data["latency_samples"] > 0 and data["latency_p50_s"] <= data["latency_p99_s"]
+    assert data["features"]["hazard_model"] == "m1" and data["features"]["peer_comparison"] is True
+    assert data["two_process_speedup"] > 0
     assert "bench: producing" in result.stderr  # progress goes to stderr, results to stdout

@@ -88,7 +88,8 @@ def test_recent_returns_the_last_rows_in_time_order_after_the_ring_wraps(size: i
     for i, temp in enumerate(temps):
         window.push(sample(float(i), hot(0, temp)))
     keep = min(n, len(temps), size)
-    assert column(window, 0, n) == temps[len(temps) - keep :]
+    # gauges are float32 in the window (4 KB per GPU at most, issue 18): ~7 significant digits
+    assert column(window, 0, n) == [float(np.float32(t)) for t in temps[len(temps) - keep :]]
 
 
 def test_recent_after_many_wraps_returns_the_last_n_temperatures() -> None:
@@ -161,3 +162,32 @@ def test_the_largest_counter_the_codec_accepts_fits_the_throttle_column() -> Non
     window = NodeWindow(2, gpus=1)
     window.push(sample(1.0, hot(0, 50.0, throttle=2**63 - 1)))
     assert window.recent(window.throttle, 1)[0, 0] == 2**63 - 1
+
+
+def test_counters_far_beyond_float32_keep_exact_differences_and_absolute_values() -> None:
+    """Counters are float32 offsets from a float64 base (issue 18: 4 KB per GPU); a big counter that keeps
+    counting, or jumps by more than float32's exact range, still gives exact steps and its absolute value."""
+    window = NodeWindow(4, gpus=1)
+    values = [5_000_000_001, 5_000_000_002, 5_000_000_004, 5_050_000_004, 5_050_000_005]  # the 4th: a 5e7 jump
+    for i, value in enumerate(values):
+        window.push(sample(float(i), GpuReading(index=0, temp_c=50.0, pcie_replay=value)))
+    series = window.series()["pcie_replay"][:, 0]
+    assert series[-2:].tolist() == [5_050_000_004.0, 5_050_000_005.0]  # exact after the jump
+    # rows before a jump wider than float32's exact range keep float32's relative precision (1e-7 of the jump)
+    assert np.abs(series[:2] - [5_000_000_002.0, 5_000_000_004.0]).max() <= 4
+    window = NodeWindow(4, gpus=1)
+    for i in range(6):  # no jump: every step exact however large the counter
+        window.push(sample(float(i), GpuReading(index=0, temp_c=50.0, pcie_replay=9_000_000_000_000 + i * i)))
+    assert np.diff(window.series()["pcie_replay"][:, 0]).tolist() == [5.0, 7.0, 9.0]
+    assert window.counters_moved
+
+
+def test_the_push_notes_whether_a_counter_rose() -> None:
+    window = NodeWindow(4, gpus=1)
+    window.push(sample(1.0, GpuReading(index=0, temp_c=50.0, pcie_replay=3)))
+    window.push(sample(2.0, GpuReading(index=0, temp_c=51.0, pcie_replay=3)))
+    assert not window.counters_moved
+    window.push(sample(3.0, GpuReading(index=0, temp_c=52.0, pcie_replay=4)))
+    assert window.counters_moved
+    window.push(sample(4.0, GpuReading(index=0, temp_c=52.0, pcie_replay=1)))  # a reset: nothing counted
+    assert not window.counters_moved

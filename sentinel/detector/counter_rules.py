@@ -31,11 +31,9 @@ _PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink
 def counter_warnings(window: NodeWindow, sample: TelemetrySample, now: float) -> list[Finding]:
     if window.count < 2:
         return []
-    before, last = window.recent(window.gpu, 2)
-    with np.errstate(invalid="ignore"):
-        moved = (last[_PCIE] > before[_PCIE]) | (last[_NVLINK] > before[_NVLINK]) | (last[_PENDING] > 0)
-    if not moved.any() and not window.counter_reported:
-        return []  # nothing counted this step and no episode open: the common case
+    if not window.counters_moved and not window.counter_reported:
+        return []  # nothing counted this step and no episode open: the common case (noted by the push)
+    last = window.recent(window.gpu, 1)[-1]
     ts = window.recent(window.node, window.size)[:, 0]
     recent = ts >= ts[-1] - RATE_WINDOW_S
     per_s = rate_per_h(window.recent(window.gpu, window.size)[recent], ts[recent]) / 3600.0

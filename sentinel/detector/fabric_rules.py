@@ -33,8 +33,8 @@ RECOVERY_PER_H = 300.0
 
 
 def infiniband_rules(window: NodeWindow, sample: TelemetrySample, now: float) -> list[Finding]:
-    if window.count < 2:
-        return []
+    if window.count < 2 or (not window.ib_moved and not window.ib_rate_reported):
+        return []  # no InfiniBand counter rose and no episode is open: the common case (noted by the push)
     before, last = window.recent(window.node, 2)
     if np.isnan(last[1:]).all():
         return []

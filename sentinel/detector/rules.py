@@ -7,7 +7,11 @@ so a replayed message yields the same id and the store ignores it.
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,7 +63,8 @@ def xid_rule(event: LogEvent, now: float, gpu_index: int | None) -> Finding | No
 
 
 def sample_rules(
-    window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float, previous: dict[int, GpuReading]
+    window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float,
+    previous: Mapping[int, GpuReading | LastReading]
 ) -> list[Finding]:
     """Rules over one new sample (already pushed into ``window``); ``previous`` holds each GPU's last reading."""
     out: list[Finding] = []
@@ -103,7 +108,7 @@ def _gpu_lost(window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now:
 
 
 def _ecc_dbe(
-    window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now: float, prev: GpuReading | None
+    window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now: float, prev: GpuReading | LastReading | None
 ) -> list[Finding]:
     # Azure healthagent: volatile double-bit ECC > 0 is an error; any increase means uncorrectable memory errors.
     out: list[Finding] = []
@@ -194,6 +199,25 @@ def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig
 
 
 _PCI = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})")
+
+
+class LastReading(NamedTuple):
+    """What the detector keeps of a GPU's previous reading (not the decoded reading itself: 4 KB per GPU)."""
+
+    ecc_dbe_volatile: int | None
+    row_remap_failure: bool | None
+    pci: str | None  # pci_key of its bus id (interned: the same few ids on every node)
+
+
+def last_readings(sample: TelemetrySample) -> dict[int, LastReading]:
+    return {g.index: LastReading(g.ecc_dbe_volatile, g.row_remap_failure, _interned_pci(g.pci_bus_id))
+            for g in sample.gpus}
+
+
+@functools.lru_cache(maxsize=4096)
+def _interned_pci(pci_bus_id: str | None) -> str | None:
+    key = pci_key(pci_bus_id) if pci_bus_id else None
+    return sys.intern(key) if key else None
 
 
 def pci_key(pci_bus_id: str) -> str | None:

@@ -19,10 +19,10 @@ from sentinel.config import DetectorConfig
 from sentinel.detector.hazard_scoring import HazardScorer
 from sentinel.detector.log_rules import dedup_key, log_rule
 from sentinel.detector.peers import PeerComparison
-from sentinel.detector.rules import pci_key, sample_rules, xid_rule
+from sentinel.detector.rules import last_readings, pci_key, sample_rules, xid_rule
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
-from sentinel.events import Finding, GpuReading, LogEvent, Severity, TelemetrySample
+from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.sdnotify import Heartbeat
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
@@ -68,7 +68,6 @@ class Detector:
         # (node, GPU, Xid) or (node, source, code) of kernel-log events -> when last seen (dedup)
         self.recent_events: dict[tuple[object, ...], float] = {}
         self.windows: dict[str, NodeWindow] = {}
-        self.last_gpus: dict[str, dict[int, GpuReading]] = {}
         self.hazard = hazard  # None: rules only
         if hazard is not None:
             metrics.set_model("hazard", hazard.name[:64], hazard.created_ts)
@@ -176,9 +175,8 @@ class Detector:
         self.peers.observe(sample.node, sample.jobs)
         self.samples_seen += 1
         self.gpu_samples_seen += len(sample.gpus)
-        previous = self.last_gpus.get(sample.node, {})
-        found = sample_rules(window, sample, self.config, now, previous)
-        self.last_gpus[sample.node] = {g.index: g for g in sample.gpus}
+        found = sample_rules(window, sample, self.config, now, window.last)
+        window.last = last_readings(sample)
         return found
 
     def on_log(self, event: LogEvent, now: float) -> Finding | None:
@@ -188,7 +186,8 @@ class Detector:
         if gpu_index is None and event.pci_bus_id:
             key = pci_key(event.pci_bus_id)
             # built when a log line needs it (rare), not on every sample
-            by_pci = {k: g.index for g in self.last_gpus.get(event.node, {}).values() if (k := pci_key(g.pci_bus_id))}
+            last = self.windows[event.node].last if event.node in self.windows else {}
+            by_pci = {r.pci: index for index, r in last.items() if r.pci}
             gpu_index = by_pci.get(key) if key else None
         window = self.windows.get(event.node)
         if window is not None and event.xid is not None and gpu_index is not None:

@@ -1,47 +1,58 @@
-"""Per-node sliding windows of recent readings, as numpy ring buffers, and counter-delta arithmetic.
+"""Per-node sliding windows of recent readings, as compact numpy ring buffers, and counter-delta arithmetic.
 
 Pure state: fed with samples, queried by rules and by the feature functions (``models.features``). Nothing here
-reads a clock or the network. GPU fields are floats (NaN when absent or when the GPU is lost); counters are kept
-as float64, exact up to 2^53, which is plenty for the rates the features compute from them.
+reads a clock or the network. Sized for a 100k-GPU fleet in one process (issue 18: at most 4 KB per GPU):
+
+- GPU fields are float32 (NaN when absent or when the GPU is lost). Gauges (temperature, power, clock,
+  utilisation) need no more. Counters (ECC, PCIe replays, NVLink CRC) are stored as offsets from a float64 base
+  per GPU (0 at first), moved to the new reading whenever an offset would leave float32's exact integers (2^24),
+  so every step inside the window is exact unless the counter jumped by more than 2^24 in one sample (then the
+  older rows keep float32's relative precision, 1e-7 of the jump); ``series`` adds the base back (float64).
+- Node fields (sample time, InfiniBand counters) stay float64; throttle reasons int64 (any NVML bitmask).
+- Each push also notes whether a counter moved since the previous sample (``counters_moved``, ``ib_moved``): the
+  rules' common case, nothing counted, is answered without reading the window.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sentinel.counters import counter_delta
-from sentinel.events import GpuReading, GpuState, TelemetrySample
+from sentinel.events import GpuState, TelemetrySample
+
+if TYPE_CHECKING:
+    from sentinel.detector.rules import LastReading
 from sentinel.models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
 
 __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
 
-
-def _f(value: float | int | bool | None) -> float:
-    return math.nan if value is None else float(value)
-
-
-def _gpu_row(gpu: GpuReading) -> tuple[float, ...]:
-    crc = None
-    if gpu.nvlinks:
-        crc = sum(link.crc_errors or 0 for link in gpu.nvlinks)
-    return (_f(gpu.temp_c), _f(gpu.power_w), _f(gpu.sm_clock_mhz), _f(gpu.util_gpu_pct), _f(gpu.ecc_sbe_volatile),
-            _f(gpu.pcie_replay), _f(crc), _f(gpu.row_remap_pending))
+# counter warnings watch PCIe replays and NVLink CRC (adjacent fields) and the remap-pending flag
+_PCIE, _PENDING = GPU_FIELDS.index("pcie_replay"), GPU_FIELDS.index("remap_pending")
+assert GPU_FIELDS[_PCIE:_PENDING] == ("pcie_replay", "nvlink_crc")
+_EXACT = float(2**24)  # float32 holds every integer up to here
+_NAN = math.nan
+_IB_NAMES = tuple(name.removeprefix("ib_") for name in IB_COUNTERS)
 
 
 class NodeWindow:
     """The last ``size`` samples of one node: per-GPU fields, throttle reasons, node counters, precursor Xids."""
 
+    __slots__ = ("size", "count", "gpu", "base", "node", "throttle", "temp_c", "last_ts", "lost", "hot_reported",
+                 "hot_warned", "slow_streak", "slow_reported", "ib_rate_reported", "counter_reported",
+                 "precursor_xid_ts", "counters_moved", "ib_moved", "last")
+
     def __init__(self, size: int, gpus: int = 8) -> None:
         self.size = size
         self.count = 0  # samples seen (the ring holds min(count, size))
-        self.gpu = np.full((size, len(GPU_FIELDS), gpus), np.nan)
+        self.gpu = np.full((size, len(GPU_FIELDS), gpus), np.nan, dtype=np.float32)
+        self.base = np.zeros((len(GPU_FIELDS), gpus))  # float64; a counter's moves when it leaves float32's range
         self.node = np.full((size, len(NODE_FIELDS)), np.nan)
         self.throttle = np.zeros((size, gpus), dtype=np.int64)
         self.temp_c = self.gpu[:, 0, :]  # a view: the thermal rule reads it directly
         self.last_ts = 0.0
-        self.last_ecc_dbe: dict[int, int | None] = {}
         self.lost: set[int] = set()  # GPUs currently reported lost
         self.hot_reported: set[int] = set()  # GPUs with an open thermal finding in this episode
         self.hot_warned: set[int] = set()  # GPUs warned of one reading over the thermal limit in this episode
@@ -50,6 +61,9 @@ class NodeWindow:
         self.ib_rate_reported = 0  # 0: no open InfiniBand episode; 1: alerted; 2: checkpoint and drain asked
         self.counter_reported: set[tuple[str, int]] = set()  # (rule, GPU) with an open counter warning
         self.precursor_xid_ts: dict[int, float] = {}  # GPU -> time of its last Xid 63/64
+        self.counters_moved = False  # a GPU counter rose, or a remap is pending, in the last push
+        self.ib_moved = False  # an InfiniBand counter rose in the last push
+        self.last: dict[int, LastReading] = {}  # each GPU's previous reading, as far as the rules need it
 
     @property
     def gpus(self) -> int:
@@ -58,33 +72,63 @@ class NodeWindow:
     def _ensure_gpus(self, n: int) -> None:
         have = self.gpus
         if n > have:
-            self.gpu = np.concatenate([self.gpu, np.full((self.size, len(GPU_FIELDS), n - have), np.nan)], axis=2)
-            self.throttle = np.hstack([self.throttle, np.zeros((self.size, n - have), dtype=np.int64)])
+            grow = n - have
+            self.gpu = np.concatenate([self.gpu, np.full((self.size, len(GPU_FIELDS), grow), np.nan,
+                                                         dtype=np.float32)], axis=2)
+            self.base = np.hstack([self.base, np.zeros((len(GPU_FIELDS), grow))])
+            self.throttle = np.hstack([self.throttle, np.zeros((self.size, grow), dtype=np.int64)])
             self.temp_c = self.gpu[:, 0, :]
 
     def push(self, sample: TelemetrySample) -> None:
-        top = max((g.index for g in sample.gpus), default=-1) + 1
-        self._ensure_gpus(top)
-        row = self.count % self.size
-        width = self.gpus
-        columns = [(math.nan,) * len(GPU_FIELDS)] * width
+        gpus = sample.gpus
+        top = max((g.index for g in gpus), default=-1) + 1
+        if top > self.gpu.shape[2]:
+            self._ensure_gpus(top)
+        width = self.gpu.shape[2]
+        fields = len(GPU_FIELDS)
+        flat = [_NAN] * (width * fields)
         throttle = [0] * width
-        for gpu in sample.gpus:
-            if gpu.state is GpuState.OK:
-                columns[gpu.index] = _gpu_row(gpu)  # finite or NaN: the codec rejects NaN and infinities
-            throttle[gpu.index] = gpu.throttle_reasons or 0
-        self.gpu[row] = np.array(columns).T
+        for g in gpus:
+            if g.state is GpuState.OK:
+                crc = sum(link.crc_errors or 0 for link in g.nvlinks) if g.nvlinks else None
+                at = g.index * fields
+                flat[at:at + fields] = [_NAN if v is None else v for v in (
+                    g.temp_c, g.power_w, g.sm_clock_mhz, g.util_gpu_pct, g.ecc_sbe_volatile, g.pcie_replay, crc,
+                    g.row_remap_pending)]
+            throttle[g.index] = g.throttle_reasons or 0
+        offset = np.array(flat).reshape(width, fields).T - self.base  # (fields, GPUs)
+        if (np.abs(offset) >= _EXACT).any():  # only counters get there (gauges are far smaller)
+            self._rebase(offset)
+        row = self.count % self.size
+        stored = self.gpu[row]
+        stored[:] = offset
         self.throttle[row] = throttle
-        ib = [math.nan] * len(IB_COUNTERS)
+        if self.count:
+            previous = self.gpu[(self.count - 1) % self.size]
+            self.counters_moved = bool((stored[_PCIE:_PENDING] > previous[_PCIE:_PENDING]).any()
+                                       or (stored[_PENDING] > 0).any())
+        else:
+            self.counters_moved = bool((stored[_PENDING] > 0).any())
+        ib = [_NAN] * len(IB_COUNTERS)
         for nic in sample.nics:
             if nic.link_layer.lower() == "infiniband":
-                for i, name in enumerate(IB_COUNTERS):
-                    value = nic.counters.get(name.removeprefix("ib_"))
+                counters = nic.counters
+                for i, name in enumerate(_IB_NAMES):
+                    value = counters.get(name)
                     if value is not None:
                         ib[i] = value if math.isnan(ib[i]) else ib[i] + value
+        before = self.node[(self.count - 1) % self.size] if self.count else None
         self.node[row] = (sample.ts, *ib)
+        self.ib_moved = before is not None and any(now > then for now, then in zip(ib, before[1:], strict=True))
         self.count += 1
         self.last_ts = sample.ts
+
+    def _rebase(self, offset: np.ndarray) -> None:
+        """Move the base of counters whose offset left float32's exact range to the new reading."""
+        shift = np.where(np.abs(offset) >= _EXACT, offset, 0.0)
+        self.base += shift
+        offset -= shift
+        self.gpu -= shift.astype(np.float32)  # older rows keep float32's relative precision against the jump
 
     def note_xid(self, gpu: int, xid: int, ts: float) -> None:
         if xid in PRECURSOR_XIDS:
@@ -93,17 +137,21 @@ class NodeWindow:
     def recent(self, array: np.ndarray, n: int) -> np.ndarray:
         """The last ``n`` rows of ``array`` in time order (fewer if fewer were pushed)."""
         n = min(n, self.count, self.size)
-        rows = [(self.count - n + i) % self.size for i in range(n)]
-        return array[rows]
+        end = self.count % self.size
+        if n <= end:
+            return array[end - n:end]
+        return np.concatenate([array[self.size - (n - end):], array[:end]])
 
     def series(self, n: int | None = None) -> dict[str, np.ndarray]:
-        """The last ``n`` samples (default: the whole ring) as named arrays in time order: GPU fields (T, G),
-        node fields (T,) and ``throttle`` (T, G) — the input of ``models.features``."""
+        """The last ``n`` samples (default: the whole ring) as named float64 arrays in time order: GPU fields
+        (T, G) with counters back at their absolute values, node fields (T,) and ``throttle`` (T, G) — the input
+        of ``models.features``."""
         n = self.size if n is None else n
-        gpu, node = self.recent(self.gpu, n), self.recent(self.node, n)
+        gpu = self.recent(self.gpu, n).astype(np.float64) + self.base
+        node = self.recent(self.node, n).copy()  # callers get arrays of their own, never views of the ring
         out = {name: gpu[:, i, :] for i, name in enumerate(GPU_FIELDS)}
         out.update({name: node[:, i] for i, name in enumerate(NODE_FIELDS)})
-        out["throttle"] = self.recent(self.throttle, n)
+        out["throttle"] = self.recent(self.throttle, n).copy()
         return out
 
     def xid_age_s(self, now_ts: float, cap_s: float) -> np.ndarray:
