@@ -31,6 +31,7 @@ from sentinel.verbs.store import (
     cmd_breaker,
     cmd_config_check,
     cmd_db_current,
+    cmd_db_prune,
     cmd_db_upgrade,
     cmd_incidents,
     cmd_nodes,
@@ -128,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_parser("current", parents=[common], help="show the store's schema revision").set_defaults(
         func=cmd_db_current
     )
+    db.add_parser("prune", parents=[common], help="delete what store.retention lets go now (the controller "
+                  "does it every store.retention.interval_s)").set_defaults(func=cmd_db_prune)
 
     verb("nodes", "list known nodes and their state", cmd_nodes)
     incidents = verb("incidents", "list incidents, newest first", cmd_incidents)

@@ -187,8 +187,27 @@ class PolicyConfig(_Section, frozen=True):
         require(0 <= self.min_confidence <= 1, "min_confidence", "must be in [0, 1]", self.min_confidence)
 
 
+class RetentionConfig(_Section, frozen=True):
+    """How long the store keeps what stops mattering (``sentinel.store.retention``); 0 keeps it forever."""
+
+    resolved_incidents_days: float = 90.0  # with their findings, decisions, commands and action steps
+    findings_days: float = 30.0  # findings that opened no incident (information only)
+    journal_days: float = 7.0  # the actuator's journal of finished (or long expired) commands
+    load_bins_days: float = 400.0  # the forecast learns weekly and yearly seasons from these
+    forecasts_days: float = 30.0  # forecasts as they were made
+    nodes_days: float = 30.0  # nodes not heard from (and holding no incident): a removed node stops counting
+    interval_s: float = 3600.0  # how often the controller prunes
+
+    def __post_init__(self) -> None:
+        for name in ("resolved_incidents_days", "findings_days", "journal_days", "load_bins_days", "forecasts_days",
+                     "nodes_days"):
+            _non_negative(name, getattr(self, name))
+        _positive("interval_s", self.interval_s)
+
+
 class StoreConfig(_Section, frozen=True):
     url: str = "sqlite:///sentinel.db"
+    retention: RetentionConfig = msgspec.field(default_factory=RetentionConfig)
 
     def __post_init__(self) -> None:
         require("://" in self.url, "url", "must be a SQLAlchemy URL like sqlite:///path.db", self.url)

@@ -30,8 +30,8 @@ from sentinel.config import Config
 from sentinel.controller import Controller
 from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.service import Detector
-from sentinel.drain_watch import DrainWatch
 from sentinel.errors import ConfigError, TransportError
+from sentinel.housekeeping import start_background
 from sentinel.load.service import LoadService, build_load_service
 from sentinel.metrics import Metrics
 from sentinel.sdnotify import Heartbeat, notifier
@@ -60,12 +60,6 @@ def build_scheduler(config: Config, clock: Clock) -> Scheduler:
     if config.actuator.kind == "dryrun":
         raise ConfigError('actuator.kind: "dryrun" drives no scheduler; set "slurm" or "kubernetes"')
     return plugin(SCHEDULERS, config.actuator.kind, "actuator.kind")(config, clock)
-
-
-def watch_drains(config: Config, repo: Repository, clock: Clock, metrics: Metrics, stop: threading.Event) -> None:
-    """Notice Sentinel's drains undone outside it (``sentinel.drain_watch``); a dry run drains nothing."""
-    if config.actuator.kind != "dryrun":
-        DrainWatch(repo, build_scheduler(config, clock), clock, metrics, config.policy.drain_watch_s).start(stop)
 
 
 def build_actuator(config: Config, clock: Clock, metrics: Metrics) -> Actuator:
@@ -261,7 +255,7 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
     agent = build_agent(config, clock, metrics, sink)
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
-    watch_drains(config, repo, clock, metrics, stop)
+    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock))
     try:
         _run_rounds(config, stop, max_cycles, agent, pipeline, load)
         if max_cycles is not None:  # a bounded run ends with its commands carried out and their results stored
@@ -341,7 +335,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     close_metrics = serve_metrics(config.metrics.listen, metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
-    watch_drains(config, repo, clock, metrics, stop)
+    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock))
     heartbeat = Heartbeat(notifier())
     try:
         while not stop.is_set():

@@ -78,6 +78,10 @@ class Metrics:
             "Commands the actuator refused and did not act on (unsigned, tampered, expired, replayed, ...).",
             ["reason"], registry=r,
         )
+        self.pruned_rows = Counter(
+            "sentinel_store_pruned_rows_total", "Rows store retention deleted (store.retention), per table.",
+            ["table"], registry=r
+        )
         self.nodes_returned = Counter(
             "sentinel_nodes_returned_total",
             "Nodes Sentinel drained that the scheduler shows back in service without it (sentinel check --resume, "

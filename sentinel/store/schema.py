@@ -89,6 +89,7 @@ findings = Table(
     Column("summary", Text, nullable=False),
     Column("evidence", JSON, nullable=False),
     Index(None, "node", "ts"),
+    Index(None, "incident_id"),  # retention deletes an incident's findings with it
 )
 
 decisions = Table(
@@ -105,6 +106,7 @@ decisions = Table(
     Column("acked_ts", Float, nullable=True),  # operator requests: when a person said it was done
     Column("acked_by", String(100), nullable=True),
     Index(None, "node", "ts"),
+    Index(None, "incident_id"),
 )
 
 commands = Table(
@@ -121,6 +123,7 @@ commands = Table(
     Column("status", ENUM, nullable=False),  # pending | done | failed | expired
     Column("sent_ts", Float, nullable=True),  # last publish (outbox): None until sent; re-sent while pending
     Index(None, "status"),
+    Index(None, "incident_id"),
 )
 
 action_results = Table(

@@ -48,6 +48,19 @@ def _toml(data: dict[str, Any], prefix: str = "") -> str:
     return "\n".join(lines).strip("\n")
 
 
+def cmd_db_prune(args: argparse.Namespace) -> int:
+    """Apply store.retention now (the controller does it every store.retention.interval_s)."""
+    from sentinel.clock import SystemClock
+    from sentinel.housekeeping import prune_store
+
+    config = load_config(args)
+    counts = prune_store(open_repo(args), config.store.retention, SystemClock(), None)
+    rows = [{"table": t, "rows": n} for t, n in sorted(counts.items())]
+    out(args, counts, render(rows, [("table", "table"), ("rows", "rows deleted")]) if rows else
+        "nothing older than store.retention keeps")
+    return EXIT_OK
+
+
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     from sqlalchemy.engine import make_url
 
