@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
 
 from sentinel import codec
 from sentinel.benchmarks.brokers import MotoS3, Tansu
 from sentinel.benchmarks.chaos_plan import PROCESSES, Event, make_plan, score
+from sentinel.benchmarks.stores import fresh_store
 from sentinel.errors import ConfigError, TransportError
 from sentinel.events import GpuReading, LogEvent, LogKind, TelemetrySample
 from sentinel.tables import render
@@ -187,7 +187,7 @@ def run_chaos(slurm_dir: Path, store_url: str, duration_s: float = 300.0, seed: 
     s3.start()
     broker = Tansu(work, s3)
     broker.start()
-    url, drop = _fresh_store(store_url, work)
+    url, drop = fresh_store(store_url, work, "sentinel_chaos")
     services = Services(_write_configs(work, broker.bootstrap, url, cluster.conf), work)
     feeder: Feeder | None = None
     try:
@@ -301,33 +301,6 @@ def _write_configs(work: Path, bootstrap: str, url: str, slurm_conf: Path) -> di
         ]) + "\n")
         configs[name] = path
     return configs
-
-
-def _fresh_store(url: str, work: Path) -> tuple[str, Callable[[], None]]:
-    """A new, migrated store: a SQLite file in ``work``, or a new schema in the PostgreSQL database of ``url``
-    (every connection's search_path points at it; dropped afterwards)."""
-    from sentinel.store.engine import make_engine, upgrade
-
-    if url.startswith("sqlite"):
-        fresh = f"sqlite:///{work / 'sentinel.db'}"
-        upgrade(make_engine(fresh))
-        return fresh, lambda: None
-    name = f"sentinel_chaos_{uuid.uuid4().hex[:8]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE SCHEMA {name}"))
-    parsed = make_url(url)
-    fresh = parsed.update_query_dict({"options": f"-csearch_path={name}"}).render_as_string(hide_password=False)
-    engine = make_engine(fresh)
-    upgrade(engine)
-    engine.dispose()
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP SCHEMA IF EXISTS {name} CASCADE"))
-        admin.dispose()
-
-    return fresh, drop
 
 
 def _log_counts(work: Path) -> dict[str, int]:

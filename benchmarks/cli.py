@@ -24,6 +24,7 @@ from sentinel.benchmarks.verbs import (
     cmd_bench_goodput,
     cmd_bench_pipeline,
     cmd_bench_sim,
+    cmd_bench_soak,
 )
 from sentinel.cli import common_options, run
 from sentinel.verbs.advise import add_goodput_overrides
@@ -50,10 +51,22 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--nodes", type=int, default=1000, help="distinct nodes (default 1000)")
     pipe.add_argument("--model", metavar="DIR", help="hazard model the detector loads (default: the model trained "
                       "on the shipped scenario, trained and cached on first use; `none`: rules only)")
-    pipe.add_argument("--compression", choices=("gzip", "lz4", "zstd", "none"), default="gzip",
-                      help="producer compression, as the agents' transport.kafka.compression (default gzip)")
+    pipe.add_argument("--compression", choices=("zstd", "gzip", "lz4", "none"), default="zstd",
+                      help="producer compression, as the agents' transport.kafka.compression (default zstd; lz4 "
+                      "needs the lz4 package)")
     pipe.add_argument("--json", action="store_true", help="print results as JSON")
     pipe.set_defaults(func=cmd_bench_pipeline)
+    soak = bench.add_parser("soak", parents=[common], help="a long run of the detector and controller processes on "
+                            "a simulated fleet: memory, lag, samples lost, faults found")
+    soak.add_argument("--gpus", type=int, default=10_000, help="fleet size in GPUs, 8 per node (default 10000)")
+    soak.add_argument("--duration", default="1h", help="how long, e.g. 10m, 1h (default 1h; real time)")
+    soak.add_argument("--interval", type=float, default=1.0, help="seconds between a node's samples (default 1)")
+    soak.add_argument("--store", metavar="URL", help="PostgreSQL URL (a fresh schema is made and dropped); "
+                      "default: a SQLite file")
+    soak.add_argument("--faults", type=int, help="fatal faults to inject (default one per 5 minutes, at least 3)")
+    soak.add_argument("--seed", type=int, default=1)
+    soak.add_argument("--json", action="store_true", help="print results as JSON")
+    soak.set_defaults(func=cmd_bench_soak)
     sim_bench = bench.add_parser("sim", parents=[common], help="simulator generation speed")
     sim_bench.add_argument("--scenario", default="llama3-mix", help="scenario name or file (default llama3-mix)")
     sim_bench.add_argument("--steps", type=int, default=360, help="steps to generate (default 360)")

@@ -114,8 +114,8 @@ def _detector_rate(broker: str, topics: tuple[str, str, str], n: int, tmp: str, 
     return detector.samples_seen / max(elapsed, 1e-9), detector.samples_seen
 
 
-def _kafka(broker: str, compression: str | None = "gzip") -> KafkaTransport:
-    # the producer's compression matters (the agents' default: gzip); consumers read any
+def _kafka(broker: str, compression: str | None = "zstd") -> KafkaTransport:
+    # the producer's compression matters (the agents' default: zstd); consumers read any
     return KafkaTransport(broker, compression=None if compression == "none" else compression,
                           session_timeout_ms=6000, heartbeat_interval_ms=1000)
 
@@ -226,7 +226,7 @@ def _bytes_per_gpu(model: str | None, nodes: int = 1000) -> float:
 
 
 def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, progress: Progress | None = None,
-                       model: str | None = None, compression: str = "gzip") -> dict[str, Any]:
+                       model: str | None = None, compression: str = "zstd") -> dict[str, Any]:
     """``model``: a model directory, or None for the cached model trained on the shipped scenario (trained on
     first use); "none" runs the rules alone."""
     say = progress or (lambda text: None)

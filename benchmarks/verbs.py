@@ -30,6 +30,16 @@ def cmd_bench_pipeline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_soak(args: argparse.Namespace) -> int:
+    from sentinel.benchmarks.soak import render_soak, run_soak
+    from sentinel.tables import parse_duration
+
+    result = run_soak(args.gpus, parse_duration(args.duration), args.interval, args.store, args.faults, args.seed,
+                      progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_soak(result))
+    return EXIT_OK
+
+
 def cmd_bench_chaos(args: argparse.Namespace) -> int:
     import os
     from pathlib import Path

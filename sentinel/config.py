@@ -37,7 +37,9 @@ class KafkaConfig(_Section, frozen=True):
     # exactly one actuator is active (the group member that holds it)
     partitions: dict[str, int] = msgspec.field(default_factory=lambda: {
         "telemetry": 12, "logs": 12, "findings": 4, "results": 1, "dead-letters": 1})
-    compression: Literal["gzip", "none"] = "gzip"
+    # zstd: as small as gzip on the broker, decompressed 8x faster by the detector (decision 0012); gzip for
+    # brokers older than Kafka 2.1
+    compression: Literal["zstd", "gzip", "none"] = "zstd"
     send_timeout_s: float = 10.0
     session_timeout_ms: int = 10_000  # a dead group member's partitions move after this long
     heartbeat_interval_ms: int = 3_000

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class KafkaTransport:
-    def __init__(self, bootstrap: str, client: dict[str, Any] | None = None, compression: str | None = "gzip",
+    def __init__(self, bootstrap: str, client: dict[str, Any] | None = None, compression: str | None = "zstd",
                  send_timeout_s: float = 10.0, session_timeout_ms: int = 10_000,
                  heartbeat_interval_ms: int = 3_000, api_version: tuple[int, ...] | None = (2, 8, 0)) -> None:
         self.bootstrap = bootstrap
