@@ -303,12 +303,28 @@ def load(path: str | Path | None = None, environ: Mapping[str, str] | None = Non
             raise ConfigError(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        _refuse_readable_secrets(Path(path), raw)
     apply_env(raw, os.environ if environ is None else environ)
     _read_secret_files(raw)
     return from_mapping(raw)
 
 
 SECRET_FILES = (("store", "url"),)  # (section, key): `key_file` names a file holding the key's value
+
+
+def _refuse_readable_secrets(path: Path, raw: dict[str, Any]) -> None:
+    """A config file that holds a secret itself (a password in store.url, a Kafka client password) must not be
+    readable by others (issue 19); keep secrets in ``*_file`` files, or make the config 0640."""
+    held = []
+    url = raw.get("store", {}).get("url") if isinstance(raw.get("store"), dict) else None
+    if isinstance(url, str) and re.match(r"^[a-z0-9+]+://[^/@:]*:[^/@]+@", url):
+        held.append("store.url's password")
+    client = raw.get("transport", {}).get("kafka", {}).get("client", {})
+    held += [f"transport.kafka.client.{k}" for k in (client if isinstance(client, dict) else {}) if "password" in k]
+    mode = path.stat().st_mode & 0o777
+    if held and mode & 0o004:
+        raise ConfigError(f"{path}: holds a secret ({', '.join(held)}) and others can read it (mode {mode:04o}): "
+                          f"run `chmod o-rwx {path}`, or move the secret to a *_file (docs/security.md)")
 
 
 def _read_secret_files(raw: dict[str, Any]) -> None:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -165,10 +165,12 @@ class SlurmScheduler:
         """Ask the job to checkpoint and wait for its acknowledgement; False on timeout or when the job ended."""
         check_job(job_id)
         directory = self.config.ack_dir
-        request = ack.read_request(directory, job_id)
-        if request is None or self.clock.now() - request.ts > self.config.ack_timeout_s:
-            request = ack.Request(request_id=uuid.uuid4().hex, job_id=job_id, ts=self.clock.now())
-            ack.write_request(directory, request)
+        # Always a fresh, unguessable request: one found in the folder may have been planted by whoever else can
+        # write there, together with a matching acknowledgement (issue 19).
+        running = self.job(job_id)
+        owner = running.user_id if running is not None else None  # only the job's own user answers for it
+        request = ack.Request(request_id=secrets.token_hex(16), job_id=job_id, ts=self.clock.now())
+        ack.write_request(directory, request)
         target = "--batch" if self.config.signal_target == "batch" else "--full"
         sent = self._run(["scancel", f"--signal={self.config.signal}", target, job_id], tolerate=GONE)
         if sent.returncode != 0:
@@ -177,7 +179,7 @@ class SlurmScheduler:
         deadline = time.monotonic() + self.config.ack_timeout_s
         next_check = time.monotonic() + 1.0
         while time.monotonic() < deadline:
-            got = ack.read_ack(directory, job_id)
+            got = ack.read_ack(directory, job_id, owner)
             if got is not None and got.request_id == request.request_id:
                 self.acks[job_id] = got
                 ack.clear_request(directory, job_id)

@@ -31,6 +31,7 @@ class SlurmJob:
     eligible_ts: float
     priority: int
     restarts: int
+    user_id: int | None = None  # whose job: its checkpoint acknowledgement must be that user's file
 
     @property
     def held(self) -> bool:
@@ -137,6 +138,7 @@ def parse_jobs(stdout: str) -> list[SlurmJob]:
             eligible_ts=_number(raw.get("eligible_time")),
             priority=int(_number(raw.get("priority"))),
             restarts=int(_number(raw.get("restart_cnt"))),
+            user_id=int(raw["user_id"]) if isinstance(raw.get("user_id"), int) else None,
         ))
     return jobs
 

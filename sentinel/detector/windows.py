@@ -22,10 +22,10 @@ import numpy as np
 
 from sentinel.counters import counter_delta
 from sentinel.events import GpuState, TelemetrySample
+from sentinel.models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
 
 if TYPE_CHECKING:
     from sentinel.detector.rules import LastReading
-from sentinel.models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
 
 __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
 

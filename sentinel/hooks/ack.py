@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import TypeVar
@@ -20,6 +21,7 @@ import msgspec
 
 SAFE_JOB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}\Z")  # becomes a file name: no dots, no slashes
 T = TypeVar("T", bound=msgspec.Struct)
+MAX_BYTES = 64 * 1024  # a request or an acknowledgement is a few hundred bytes
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,10 +68,26 @@ def _write(path: Path, record: msgspec.Struct) -> None:
         raise
 
 
-def _read(path: Path, kind: type[T]) -> T | None:
+def _read(path: Path, kind: type[T], owner: int | None = None) -> T | None:
+    """The record in ``path``, or None when it is absent, torn, or not a regular file of its own: a symlink is not
+    followed, a FIFO or a directory planted under the name is neither waited on nor read, and when ``owner`` is
+    given a file of any other user does not count (issue 19)."""
     try:
-        return msgspec.json.decode(path.read_bytes(), type=kind)
-    except (FileNotFoundError, msgspec.DecodeError):  # absent, or torn by a writer that did not rename
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # absent, a symlink (ELOOP), or unreadable
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (owner is not None and info.st_uid != owner):
+            return None
+        data = os.read(fd, MAX_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.DecodeError:  # torn by a writer that did not rename, or not ours
         return None
 
 
@@ -89,5 +107,6 @@ def write_ack(directory: str | Path, ack: Ack) -> None:
     _write(ack_path(directory, ack.job_id), ack)
 
 
-def read_ack(directory: str | Path, job_id: str) -> Ack | None:
-    return _read(ack_path(directory, job_id), Ack)
+def read_ack(directory: str | Path, job_id: str, owner: int | None = None) -> Ack | None:
+    """The job's acknowledgement; with ``owner`` (the job's uid), only a file that user wrote."""
+    return _read(ack_path(directory, job_id), Ack, owner)

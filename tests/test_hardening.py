@@ -1,0 +1,95 @@
+"""Doors of issue 19 closed so far, each with the test that failed before: the agent unit's umask, the
+checkpoint handshake's files (a FIFO, a directory or a symlink planted as an acknowledgement; a planted request
+reused), and a config file that holds a secret while others can read it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sentinel.config import load
+from sentinel.errors import ConfigError
+from sentinel.hooks import ack
+from tests.slurm_cluster import SlurmCluster, wait_for
+from tests.test_slurm_actuator import config
+
+UNITS = sorted((Path(__file__).resolve().parent.parent / "systemd").glob("*.service"))
+
+
+@pytest.mark.parametrize("unit", UNITS, ids=lambda p: p.name)
+def test_every_unit_sets_a_private_umask(unit: Path) -> None:
+    """The agent's spool came out 0644: every file a service writes is its own."""
+    assert "\nUMask=0077\n" in unit.read_text()
+
+
+def test_a_fifo_planted_as_the_acknowledgement_neither_hangs_nor_counts(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "42.ack")
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(ack.read_ack(tmp_path, "42")), daemon=True)
+    reader.start()
+    reader.join(5)
+    assert not reader.is_alive(), "reading a FIFO blocked the actuator"
+    assert got == [None]
+
+
+def test_a_directory_or_a_symlink_planted_as_the_acknowledgement_does_not_count(tmp_path: Path) -> None:
+    (tmp_path / "42.ack").mkdir()
+    assert ack.read_ack(tmp_path, "42") is None  # was: IsADirectoryError, caught by nothing
+    real = tmp_path / "elsewhere.json"
+    ack.write_ack(tmp_path, ack.Ack(request_id="r", job_id="43", step=1, checkpoint="x", ts=1.0))
+    os.replace(tmp_path / "43.ack", real)
+    (tmp_path / "43.ack").symlink_to(real)
+    assert ack.read_ack(tmp_path, "43") is None
+    assert ack.read_request(tmp_path, "43") is None
+
+
+def test_an_acknowledgement_written_by_another_user_does_not_count(tmp_path: Path) -> None:
+    """Whoever can write the folder could read the request and answer it for another user's job: the
+    acknowledgement must be owned by the job's user (Slurm's user_id for the job)."""
+    ack.write_ack(tmp_path, ack.Ack(request_id="r", job_id="44", step=1, checkpoint="x", ts=1.0))
+    os.chown(tmp_path / "44.ack", 65534, 65534)  # the tests run as root: hand the file to nobody
+    assert ack.read_ack(tmp_path, "44", owner=0) is None
+    assert ack.read_ack(tmp_path, "44", owner=65534) is not None
+    assert ack.read_ack(tmp_path, "44") is not None  # owner unknown (not Slurm): not checked
+
+
+def test_slurm_says_whose_job_it_is() -> None:
+    from sentinel.actuator.slurm_state import parse_jobs
+
+    fixture = Path(__file__).parent / "fixtures" / "slurm" / "squeue-22.05.json"
+    assert {job.user_id for job in parse_jobs(fixture.read_text())} == {0}
+
+
+def test_a_planted_request_is_never_reused(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """A user who can write the folder planted a fresh request and the matching ack for another user's job: the
+    actuator used to reuse any request younger than 120 s and took the planted ack for a checkpoint."""
+    from sentinel.actuator.slurm import SlurmScheduler
+
+    acks = tmp_path / "ack"
+    acks.mkdir()
+    ready = tmp_path / "ready"
+    job = slurm.submit(f"#!/bin/bash\ntrap '' USR1\ntouch {ready}\nsleep 300\n", "-o", "/dev/null")
+    wait_for(ready.exists, 30, "job running with its trap set")
+    planted = ack.Request(request_id="planted", job_id=job, ts=time.time())
+    ack.write_request(acks, planted)
+    ack.write_ack(acks, ack.Ack(request_id="planted", job_id=job, step=9, checkpoint="fake", ts=time.time()))
+    scheduler = SlurmScheduler(config(tmp_path, slurm_conf=slurm.conf, ack_timeout_s=1.5))
+    assert scheduler.checkpoint(job) is False  # the job never answered the actuator's own request
+    slurm.run("scancel", job)
+
+
+def test_a_config_with_a_secret_that_others_can_read_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "sentinel.toml"
+    path.write_text('[store]\nurl = "postgresql+psycopg://sentinel:hunter2@db/sentinel"\n')
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match="others can read it"):
+        load(path, {})
+    path.chmod(0o640)
+    assert load(path, {}).store.url.endswith("@db/sentinel")
+    path.write_text('[store]\nurl = "sqlite:///x.db"\n')  # no secret in it: any mode is fine
+    path.chmod(0o644)
+    assert load(path, {}).store.url == "sqlite:///x.db"
