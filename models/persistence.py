@@ -35,7 +35,9 @@ def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str,
         raise ConfigError(f"model {name!r} already exists in {root}; choose another --name")
     directory.mkdir(parents=True)
     joblib.dump({"classifier": model.classifier, "anomaly": model.anomaly}, directory / MODEL_FILE)
+    (directory / MODEL_FILE).chmod(0o644)
     meta = {
+        "model_sha256": hash_files([directory / MODEL_FILE], names=False),  # checked before every load
         "name": name, "created_ts": (clock or SystemClock()).now(), "kind": "hazard", "features": list(model.features),
         "horizon_s": model.horizon_s, "threshold": model.threshold, "anomaly_threshold": model.anomaly_threshold,
         "healthy_median": model.healthy_median.tolist(), "healthy_scale": model.healthy_scale.tolist(),
@@ -63,17 +65,36 @@ def load(directory: Path) -> HazardModel:
         raise ConfigError(f"{directory}: model was trained on other features ({len(meta.get('features', []))} "
                           f"columns, this version computes {len(FEATURES)}); retrain it with `sentinel train`")
     path = directory / MODEL_FILE
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the model ({exc})") from exc
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ConfigError(f"{path}: writable by group or others (mode {stat.S_IMODE(mode):o}); a model file runs "
-                          "code when loaded, so Sentinel only loads ones that only their owner can write")
+    for place in (path, *path.resolve().parents):
+        _trusted(place, path)
+    expected = meta.get("model_sha256")
+    if not expected:
+        raise ConfigError(f"{directory}: the model description records no SHA-256 of {MODEL_FILE} (saved by an "
+                          "older version); retrain it with `sentinel train`")
+    if hash_files([path], names=False) != expected:
+        raise ConfigError(f"{path}: its SHA-256 does not match {META_FILE}; the file was changed after training, "
+                          "so it is not loaded")
     estimators = joblib.load(path)
     return HazardModel(estimators["classifier"], float(meta["threshold"]), float(meta["horizon_s"]),
                        estimators["anomaly"], float(meta["anomaly_threshold"]), FEATURES, meta.get("training", {}),
                        np.asarray(meta["healthy_median"], np.float64), np.asarray(meta["healthy_scale"], np.float64))
+
+
+def _trusted(place: Path, model: Path) -> None:
+    """A model file runs code when loaded (a pickle): it and every folder above it must be owned by root or by
+    this user and writable by nobody else (a sticky folder such as /tmp is fine above the models folder)."""
+    try:
+        info = place.stat()
+    except OSError as exc:
+        raise ConfigError(f"{place}: cannot read the model ({exc})") from exc
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid not in (0, os.geteuid()):
+        raise ConfigError(f"{place}: owned by uid {info.st_uid}, not by this user or root; {model} is not loaded "
+                          "(a model file runs code when loaded)")
+    sticky_above = place.is_dir() and bool(mode & stat.S_ISVTX) and place not in (model.parent, model.parent.parent)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_above:
+        raise ConfigError(f"{place}: writable by group or others (mode {mode:o}); a model file runs code when "
+                          f"loaded, so Sentinel only loads {model} from folders only their owner can write")
 
 
 def list_models(root: Path) -> list[dict[str, Any]]:
@@ -99,11 +120,12 @@ def resolve(spec: str, root: Path) -> Path:
     raise ConfigError(f"model {spec!r} not found (neither a model directory nor a name in {root})")
 
 
-def hash_files(paths: list[Path]) -> str:
-    """SHA-256 over the files' names and contents, in the order given."""
+def hash_files(paths: list[Path], names: bool = True) -> str:
+    """SHA-256 over the files' names (unless ``names`` is False) and contents, in the order given."""
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(os.fsencode(path.name))
+        if names:
+            digest.update(os.fsencode(path.name))
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)

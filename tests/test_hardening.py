@@ -93,3 +93,55 @@ def test_a_config_with_a_secret_that_others_can_read_is_refused(tmp_path: Path) 
     path.write_text('[store]\nurl = "sqlite:///x.db"\n')  # no secret in it: any mode is fine
     path.chmod(0o644)
     assert load(path, {}).store.url == "sqlite:///x.db"
+
+
+def _saved_model(root: Path) -> Path:
+    from sentinel.models import persistence
+    from sentinel.models.hazard import fit
+    from tests.test_hazard import _synthetic
+
+    return persistence.save(fit(_synthetic(rows=600), horizon_s=3600.0, target_precision=0.9), root, "m1", "abc",
+                            "synthetic")
+
+
+def test_a_model_file_changed_after_training_is_not_loaded(tmp_path: Path) -> None:
+    from sentinel.models import persistence
+
+    directory = _saved_model(tmp_path / "models")
+    assert persistence.load(directory).threshold > 0
+    with (directory / persistence.MODEL_FILE).open("ab") as handle:
+        handle.write(b"\n")  # any change, as a planted pickle would be
+    with pytest.raises(ConfigError, match="does not match"):
+        persistence.load(directory)
+
+
+def test_a_model_in_a_folder_others_can_write_is_not_loaded(tmp_path: Path) -> None:
+    """A 0644 pickle planted in a writable models folder was picked as `latest` and its code ran on load."""
+    from sentinel.models import persistence
+
+    root = tmp_path / "models"
+    directory = _saved_model(root)
+    root.chmod(0o777)  # anyone could have planted (or replaced) a model here
+    with pytest.raises(ConfigError, match="writable by group or others"):
+        persistence.load(persistence.resolve("latest", root))
+    root.chmod(0o755)
+    directory.chmod(0o775)
+    with pytest.raises(ConfigError, match="writable by group or others"):
+        persistence.load(directory)
+    directory.chmod(0o755)
+    os.chown(directory / persistence.MODEL_FILE, 65534, 65534)
+    with pytest.raises(ConfigError, match="owned by uid 65534"):
+        persistence.load(directory)
+
+
+def test_a_model_described_without_its_hash_is_not_loaded(tmp_path: Path) -> None:
+    import json
+
+    from sentinel.models import persistence
+
+    directory = _saved_model(tmp_path / "models")
+    meta = json.loads((directory / persistence.META_FILE).read_text())
+    del meta["model_sha256"]
+    (directory / persistence.META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="records no SHA-256"):
+        persistence.load(directory)

@@ -134,7 +134,7 @@ def cached_model(progress: Callable[[str], None] | None = None) -> str:
     training it on first use (a few minutes on 2 cores) into ``$SENTINEL_CACHE`` (default ~/.cache/sentinel)."""
     root = Path(os.environ.get("SENTINEL_CACHE") or Path.home() / ".cache" / "sentinel") / "models"
     recipe = hashlib.sha256(msgspec.json.encode(training_fleets(scenario.load(TRAIN_SCENARIO))))
-    for module in (features, training, hazard, background, fleet_module, sys.modules[__name__]):
+    for module in (features, training, hazard, persistence, background, fleet_module, sys.modules[__name__]):
         recipe.update(Path(str(module.__file__)).read_bytes())
     name = f"{TRAIN_SCENARIO}-{recipe.hexdigest()[:16]}"
     if (root / name / persistence.META_FILE).is_file():
