@@ -1,19 +1,22 @@
-"""The store's drained nodes kept true to the scheduler.
+"""The store's drained nodes, and the fleet size, kept true to the scheduler.
 
 A node Sentinel drained can come back without Sentinel: ``sentinel check --resume`` after a repair, an operator's
 ``scontrol update state=resume`` or ``kubectl uncordon``. Left alone, the store would still count it held out (the
 breaker's fraction) and the "already drained" guard would hold back the drain of its next fault. Every
 ``policy.drain_watch_s`` the watch asks the scheduler about each node the store marks drained by Sentinel; one that
 is no longer drained with Sentinel's reason has its mark cleared and its incident resolved
-(``sentinel_nodes_returned_total``).
+(``sentinel_nodes_returned_total``). On the same pass it counts the nodes the scheduler manages and hands the
+number to the controller: the breaker's fraction is taken of that fleet, not of every name ever seen on the
+telemetry topic (which anyone who can produce to it could inflate, issue 19).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
-from sentinel.actuator import OWNED_REASON_PREFIX, Scheduler
+from sentinel.actuator import OWNED_REASON_PREFIX, NodeLister, Scheduler
 from sentinel.clock import Clock
 from sentinel.errors import ActuatorError
 from sentinel.metrics import Metrics
@@ -24,12 +27,18 @@ log = logging.getLogger(__name__)
 
 class DrainWatch:
     def __init__(self, repo: Repository, scheduler: Scheduler, clock: Clock, metrics: Metrics,
-                 interval_s: float) -> None:
+                 interval_s: float, on_fleet: Callable[[int], None] | None = None) -> None:
         self.repo, self.scheduler, self.clock, self.metrics = repo, scheduler, clock, metrics
         self.interval_s = interval_s
+        self.on_fleet = on_fleet
 
     def check(self) -> list[str]:
         """One pass: the nodes found back in service (their marks cleared, incidents resolved)."""
+        if self.on_fleet is not None and isinstance(self.scheduler, NodeLister):
+            try:
+                self.on_fleet(len(self.scheduler.node_names()))
+            except ActuatorError as exc:  # the last known size stays in force
+                log.warning("drain watch: cannot list the scheduler's nodes: %s", exc)
         returned = []
         for node, incident_id in self.repo.drained_nodes():
             try:
@@ -47,10 +56,13 @@ class DrainWatch:
         return returned
 
     def start(self, stop: threading.Event) -> threading.Thread:
-        """Watch on a thread of its own (a slow scheduler never holds up the controller's loop)."""
+        """Watch on a thread of its own (a slow scheduler never holds up the controller's loop), at once and then
+        every ``interval_s``."""
 
         def loop() -> None:
-            while not stop.wait(self.interval_s):
+            wait = 0.0
+            while not stop.wait(wait):
+                wait = self.interval_s
                 try:
                     self.check()
                 except Exception:  # the store away for a moment: the next pass tries again

@@ -271,3 +271,10 @@ def test_sentinel_resume_returns_a_kubernetes_node_through_the_configured_backen
     path.write_text(f'[actuator]\nkind = "kubernetes"\n[actuator.kubernetes]\nkubeconfig = "{cluster.kubeconfig()}"\n')
     assert cli.main(["resume", "gpu-7", "--config", str(path), "--db", str(repo.engine.url.database)]) == 0
     assert "unschedulable" not in cluster.node("gpu-7")["spec"] and annotations(cluster.node("gpu-7")) == {}
+
+
+def test_the_scheduler_lists_the_nodes_it_manages(cluster: Cluster) -> None:
+    """The breaker's fleet size comes from here, not from names on the telemetry topic (issue 19)."""
+    for name in ("gpu-1", "gpu-2", "gpu-3"):
+        cluster.add_node(name)
+    assert sorted(scheduler(cluster).node_names()) == ["gpu-1", "gpu-2", "gpu-3"]

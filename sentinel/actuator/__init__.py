@@ -71,6 +71,14 @@ class Resumable(Protocol):
         ...
 
 
+@runtime_checkable
+class NodeLister(Protocol):
+    """A Scheduler that lists the nodes it manages: the fleet the breaker's fraction is taken of (names seen on
+    the telemetry topic can be invented by anyone who can produce to it)."""
+
+    def node_names(self) -> list[str]: ...
+
+
 class StepLog(Protocol):
     """What an actuator needs of the journal (``sentinel.actuator.journal.Journal``) to resume a command."""
 

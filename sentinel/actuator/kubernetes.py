@@ -199,6 +199,13 @@ class KubernetesScheduler:
                                                                           CORDONED: None, DRAINED_AT: None}}})
         return True
 
+    def node_names(self) -> list[str]:
+        try:
+            listed = self._call("list nodes", self.api.list_node)
+        except self._api_exception as exc:
+            raise ActuatorError(f"list nodes: {exc.status} {exc.reason}") from None
+        return [str(n.metadata.name) for n in listed.items]
+
     def drained_since(self, node: str) -> float | None:
         current = self._node(_check_node(node))
         if not current.spec.unschedulable:

@@ -146,6 +146,9 @@ class SlurmScheduler:
         self._run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
         log.info("drained %s: %s", node, reason)
 
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.nodes()]
+
     def drained_since(self, node: str) -> float | None:
         found = self.node(node)
         return found.reason_ts if found.drained else None
