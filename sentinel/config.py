@@ -220,6 +220,11 @@ class StoreConfig(_Section, frozen=True):
 
 class MetricsConfig(_Section, frozen=True):
     listen: str = ""  # "127.0.0.1:9400" serves /metrics; empty serves nothing
+    # HTTPS for /metrics (this section serves the services' and, in the agent's config, the agent's endpoint):
+    # a certificate and its key; with client_ca_file, only scrapers with a certificate that CA signed get in
+    cert_file: str = ""
+    key_file: str = ""
+    client_ca_file: str = ""
 
     def __post_init__(self) -> None:
         if self.listen:
@@ -227,6 +232,10 @@ class MetricsConfig(_Section, frozen=True):
             require(
                 bool(host) and port.isdigit() and 0 < int(port) < 65536, "listen", "must be HOST:PORT", self.listen
             )
+        require(bool(self.cert_file) == bool(self.key_file), "cert_file", "and key_file go together",
+                self.cert_file or self.key_file)
+        require(not self.client_ca_file or bool(self.cert_file), "client_ca_file", "needs cert_file and key_file",
+                self.client_ca_file)
 
 
 class LoadConfig(_Section, frozen=True):

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from prometheus_client import start_http_server
 from sqlalchemy import Engine
 
 from sentinel.actuator import Actuator, Scheduler
@@ -33,7 +32,7 @@ from sentinel.detector.service import Detector
 from sentinel.errors import ConfigError, TransportError
 from sentinel.housekeeping import start_background
 from sentinel.load.service import LoadService, build_load_service
-from sentinel.metrics import Metrics
+from sentinel.metrics import Metrics, serve_metrics
 from sentinel.sdnotify import Heartbeat, notifier
 from sentinel.store import engine as store_engine
 from sentinel.store.journal import StoreJournal
@@ -210,22 +209,6 @@ def build_effects(config: Config, clock: Clock, metrics: Metrics, repo: Reposito
     return controller, service
 
 
-def serve_metrics(listen: str, metrics: Metrics) -> Callable[[], None]:
-    """Serve ``metrics`` on http://LISTEN/metrics (nothing when ``listen`` is empty); return what stops it."""
-    if not listen:
-        return lambda: None
-    host, _, port = listen.rpartition(":")
-    server, thread = start_http_server(int(port), addr=host, registry=metrics.registry)
-    log.info("serving metrics on http://%s/metrics", listen)
-
-    def close() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-    return close
-
-
 def build_slots(config: Config, clock: Clock) -> list[Slot]:
     node = config.node_name()
     return [slot for name in config.agent.collectors
@@ -253,7 +236,7 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
             log.warning("sample not accepted by the embedded transport: %s", exc)
 
     agent = build_agent(config, clock, metrics, sink)
-    close_metrics = serve_metrics(config.metrics.listen, metrics)
+    close_metrics = serve_metrics(config.metrics.listen, metrics, config.metrics)
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
     start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock),
                      pipeline.controller.set_fleet_size)
@@ -311,7 +294,7 @@ def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None 
     transport = _service_transport(config)
     repo = open_repository(config, migrate=False)
     detector = build_detector(config, SystemClock(), metrics, repo, transport)
-    close_metrics = serve_metrics(config.metrics.listen, metrics)
+    close_metrics = serve_metrics(config.metrics.listen, metrics, config.metrics)
     try:
         detector.run(stop, notify=notifier())
     finally:
@@ -333,7 +316,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     transport = _service_transport(config)
     controller, actuator_service = build_effects(config, clock, metrics, repo, transport, actuator,
                                                  config.actuator.workers, signing)
-    close_metrics = serve_metrics(config.metrics.listen, metrics)
+    close_metrics = serve_metrics(config.metrics.listen, metrics, config.metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
     start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock),
@@ -377,7 +360,7 @@ def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = No
         metrics.spool_depth.set(spool.depth())
 
     agent = build_agent(config, clock, metrics, sink, slots)
-    close_metrics = serve_metrics(config.agent.metrics_listen, metrics)
+    close_metrics = serve_metrics(config.agent.metrics_listen, metrics, config.metrics)
     publisher_stop = threading.Event()
     thread = SpoolPublisher(spool, transport, metrics).start(publisher_stop)
     try:

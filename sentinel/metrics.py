@@ -11,16 +11,22 @@ they validate what they are given so a bad model output becomes an error, not a 
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from sentinel.config import MetricsConfig
 from sentinel.errors import ValidationError
 from sentinel.events import ActionKind, FindingClass, Mode, Severity, Step, StepStatus
 from sentinel.topics import COMMANDS, FINDINGS, LOGS, RESULTS, TELEMETRY
 
 HORIZON_PATTERN = re.compile(r"^[1-9][0-9]{0,3}[mhd]\Z")  # "10m", "1h", "3h", "24h": a handful of series
+
+
+log = logging.getLogger(__name__)
 
 
 class Metrics:
@@ -255,3 +261,26 @@ class Metrics:
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ValidationError(message)
+
+
+def serve_metrics(listen: str, metrics: Metrics, tls: MetricsConfig | None = None) -> Callable[[], None]:
+    """Serve ``metrics`` on http(s)://LISTEN/metrics (nothing when ``listen`` is empty; HTTPS with ``tls``'s
+    certificate, client certificates required with its CA); return what stops it."""
+    if not listen:
+        return lambda: None
+    host, _, port = listen.rpartition(":")
+    secure = tls is not None and bool(tls.cert_file)
+    if tls is not None and secure:
+        server, thread = start_http_server(int(port), addr=host, registry=metrics.registry, certfile=tls.cert_file,
+                                           keyfile=tls.key_file, client_cafile=tls.client_ca_file or None,
+                                           client_auth_required=bool(tls.client_ca_file))
+    else:
+        server, thread = start_http_server(int(port), addr=host, registry=metrics.registry)
+    log.info("serving metrics on %s://%s/metrics", "https" if secure else "http", listen)
+
+    def close() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return close

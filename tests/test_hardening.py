@@ -164,3 +164,43 @@ def test_invented_node_names_do_not_widen_the_breaker(repo) -> None:  # type: ig
     rig.controller.set_fleet_size(len(NODES))
     half = len(NODES) // 2  # of the real nodes; of 106 names, all ten would have been drained
     assert drains(rig) == ["execute"] * half + ["observe"] * (len(NODES) - half)
+
+
+def test_metrics_can_be_served_over_https_with_client_certificates(tmp_path: Path) -> None:
+    """/metrics was plain HTTP only (issue 19): with metrics.cert_file and key_file it is HTTPS, and with
+    client_ca_file only scrapers holding a certificate that CA signed are answered."""
+    import ssl
+    import subprocess
+    import urllib.error
+    import urllib.request
+
+    from sentinel.benchmarks.brokers import free_port
+    from sentinel.config import from_mapping
+    from sentinel.metrics import Metrics, serve_metrics
+
+    def cert(name: str) -> tuple[Path, Path]:
+        key, crt = tmp_path / f"{name}.key", tmp_path / f"{name}.crt"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out",
+                        str(crt)], check=True, capture_output=True, timeout=60)
+        return crt, key
+
+    server_crt, server_key = cert("server")
+    client_crt, client_key = cert("scraper")
+    port = free_port()
+    tls = from_mapping({"metrics": {"listen": f"127.0.0.1:{port}", "cert_file": str(server_crt),
+                                    "key_file": str(server_key), "client_ca_file": str(client_crt)}}).metrics
+    close = serve_metrics(tls.listen, Metrics(), tls)
+    try:
+        context = ssl.create_default_context(cafile=str(server_crt))
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):  # no client certificate
+            urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=context, timeout=10).read()
+        context.load_cert_chain(str(client_crt), str(client_key))
+        body = urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=context, timeout=10).read()
+        assert b"sentinel_" in body
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP is not served
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    finally:
+        close()
+    with pytest.raises(ConfigError, match="key_file go together"):
+        from_mapping({"metrics": {"cert_file": str(server_crt)}})
