@@ -71,9 +71,8 @@ def test_a_planted_request_is_never_reused(slurm: SlurmCluster, tmp_path: Path) 
 
     acks = tmp_path / "ack"
     acks.mkdir()
-    ready = tmp_path / "ready"
-    job = slurm.submit(f"#!/bin/bash\ntrap '' USR1\ntouch {ready}\nsleep 300\n", "-o", "/dev/null")
-    wait_for(ready.exists, 30, "job running with its trap set")
+    job = slurm.submit(f"#!/bin/bash\ntrap '' USR1\ntouch {acks}/$SLURM_JOB_ID.ready\nsleep 300\n", "-o", "/dev/null")
+    wait_for(lambda: ack.is_ready(acks, job), 30, "job running with its trap set and opted in")
     planted = ack.Request(request_id="planted", job_id=job, ts=time.time())
     ack.write_request(acks, planted)
     ack.write_ack(acks, ack.Ack(request_id="planted", job_id=job, step=9, checkpoint="fake", ts=time.time()))
@@ -204,3 +203,18 @@ def test_metrics_can_be_served_over_https_with_client_certificates(tmp_path: Pat
         close()
     with pytest.raises(ConfigError, match="key_file go together"):
         from_mapping({"metrics": {"cert_file": str(server_crt)}})
+
+
+def test_a_job_that_did_not_opt_in_is_never_signalled(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """USR1's default action terminates a process: a job without the hook would have been killed by the
+    checkpoint request instead of saving. Only a job whose hook wrote <job>.ready is signalled."""
+    from sentinel.actuator.slurm import SlurmScheduler
+
+    started = tmp_path / "started"
+    job = slurm.submit(f"#!/bin/bash\ntouch {started}\nsleep 300\n", "-o", "/dev/null")  # no trap, no hook
+    wait_for(started.exists, 30, "job running")
+    scheduler = SlurmScheduler(config(tmp_path, slurm_conf=slurm.conf, ack_timeout_s=1.5))
+    assert scheduler.checkpoint(job) is False
+    time.sleep(1.0)
+    assert slurm.jobs()[job]["job_state"] in ("RUNNING", ["RUNNING"])  # alive: it was not signalled
+    slurm.run("scancel", job)

@@ -179,10 +179,12 @@ while :; do sleep 0.1; done
 
 def test_checkpoint_gives_up_on_a_job_that_never_answers(slurm: SlurmCluster, tmp_path: Path) -> None:
     scheduler = SlurmScheduler(config(tmp_path, slurm_conf=slurm.conf, ack_timeout_s=1.5))
-    ready = tmp_path / "ready"
-    # the signal must not reach the shell before its trap is set (it would die of the default action)
-    job = slurm.submit(f"#!/bin/bash\ntrap '' USR1\ntouch {ready}\nsleep 300\n", "-o", "/dev/null")
-    wait_for(ready.exists, 30, "job running with its trap set")
+    acks = tmp_path / "ack"
+    acks.mkdir()
+    # the signal must not reach the shell before its trap is set (it would die of the default action); the
+    # .ready file is the job's opt-in (only such jobs are signalled)
+    job = slurm.submit(f"#!/bin/bash\ntrap '' USR1\ntouch {acks}/$SLURM_JOB_ID.ready\nsleep 300\n", "-o", "/dev/null")
+    wait_for(lambda: ack.is_ready(acks, job), 30, "job running with its trap set")
     started = time.monotonic()
     assert scheduler.checkpoint(job) is False
     assert 1.5 <= time.monotonic() - started < 10

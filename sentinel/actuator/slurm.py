@@ -172,6 +172,10 @@ class SlurmScheduler:
         # write there, together with a matching acknowledgement (issue 19).
         running = self.job(job_id)
         owner = running.user_id if running is not None else None  # only the job's own user answers for it
+        if not ack.is_ready(directory, job_id, owner):  # no hook: the signal would kill the job, not save it
+            log.info("job %s has no checkpoint hook ready (%s); not signalled", job_id,
+                     ack.ready_path(directory, job_id))
+            return False
         request = ack.Request(request_id=secrets.token_hex(16), job_id=job_id, ts=self.clock.now())
         ack.write_request(directory, request)
         target = "--batch" if self.config.signal_target == "batch" else "--full"

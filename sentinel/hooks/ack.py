@@ -1,6 +1,8 @@
 """The checkpoint handshake between the actuator and a job, as two small files in a shared directory.
 
-The actuator writes ``<dir>/<job>.request`` (a fresh ``request_id``), then signals the job (``scancel
+A job opts in first: its hook writes ``<dir>/<job>.ready`` when it starts; a job without it is never signalled
+(the signal's default action would kill it). The actuator writes ``<dir>/<job>.request`` (a fresh ``request_id``),
+then signals the job (``scancel
 --signal=USR1 --batch``). The job's hook sees the signal or the file at its next step boundary, saves a
 checkpoint, and writes ``<dir>/<job>.ack`` carrying the same ``request_id``; the actuator waits for exactly that
 id, so an old acknowledgement (a previous request, a previous run of a requeued job) never counts. Files are
@@ -89,6 +91,27 @@ def _read(path: Path, kind: type[T], owner: int | None = None) -> T | None:
         return msgspec.json.decode(data, type=kind)
     except msgspec.DecodeError:  # torn by a writer that did not rename, or not ours
         return None
+
+
+def ready_path(directory: str | Path, job_id: str) -> Path:
+    return _path(directory, job_id, "ready")
+
+
+def write_ready(directory: str | Path, job_id: str) -> None:
+    """The job's opt-in: its hook is installed and answers checkpoint requests (a signal then saves, not kills)."""
+    path = ready_path(directory, job_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def is_ready(directory: str | Path, job_id: str, owner: int | None = None) -> bool:
+    """Whether the job opted in: ``<job>.ready`` is a regular file (a symlink is not followed) and, with
+    ``owner``, the job's user wrote it."""
+    try:
+        info = os.lstat(ready_path(directory, job_id))
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and (owner is None or info.st_uid == owner)
 
 
 def write_request(directory: str | Path, request: Request) -> None:

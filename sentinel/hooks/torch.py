@@ -82,8 +82,11 @@ class CheckpointHook:
         self.handled = {last.request_id} if last else set()  # a requeued job must not answer an old request
         try:
             signal.signal(getattr(signal, f"SIG{signal_name}"), lambda *_: self.signalled.set())
-        except ValueError:  # not the main thread: the request file still works
+        except ValueError:  # not the main thread: no opt-in, so the job is never signalled (it would die of it)
             log.warning("checkpoint hook: cannot install a SIG%s handler outside the main thread", signal_name)
+        else:
+            if self.rank == 0 and self.ack_dir is not None and self.job_id:
+                ack.write_ready(self.ack_dir, self.job_id)  # the opt-in: Sentinel may signal this job now
 
     # --- restart --------------------------------------------------------------------------------------------------
     def latest(self) -> tuple[int, Path] | None:
