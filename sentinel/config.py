@@ -25,43 +25,11 @@ import msgspec
 from sentinel.config_actuation import ActuatorConfig, SecurityConfig
 from sentinel.config_agent import AgentConfig, CheckConfig, DcgmConfig, KmsgConfig, NicConfig, NvmlConfig
 from sentinel.config_fields import _non_negative, _positive, _Section, require
+from sentinel.config_transport import TransportConfig
 from sentinel.errors import ConfigError
 
 ENV_PREFIX = "SENTINEL__"
 __all__ = ["AgentConfig", "CheckConfig", "Config", "DcgmConfig", "KmsgConfig", "NicConfig", "NvmlConfig"]
-
-
-class KafkaConfig(_Section, frozen=True):
-    bootstrap: str = "127.0.0.1:9092"
-    # partitions per topic when Sentinel creates them; the commands topic always has exactly one partition, so
-    # exactly one actuator is active (the group member that holds it)
-    partitions: dict[str, int] = msgspec.field(default_factory=lambda: {
-        "telemetry": 12, "logs": 12, "findings": 4, "results": 1, "dead-letters": 1})
-    # zstd: as small as gzip on the broker, decompressed 8x faster by the detector (decision 0012); gzip for
-    # brokers older than Kafka 2.1
-    compression: Literal["zstd", "gzip", "none"] = "zstd"
-    send_timeout_s: float = 10.0
-    session_timeout_ms: int = 10_000  # a dead group member's partitions move after this long
-    heartbeat_interval_ms: int = 3_000
-    # passed to kafka-python unchanged: security_protocol, ssl_cafile, sasl_mechanism, sasl_plain_username, ...
-    client: dict[str, str | int | bool] = msgspec.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        require(bool(self.bootstrap.strip()), "bootstrap", "must name at least one HOST:PORT", self.bootstrap)
-        for topic, count in self.partitions.items():
-            require(topic in ("telemetry", "logs", "findings", "results", "dead-letters"), f"partitions.{topic}",
-                     "not a topic (telemetry, logs, findings, results, dead-letters)", topic)
-            require(1 <= count <= 10_000, f"partitions.{topic}", "must be in [1, 10000]", count)
-        _positive("send_timeout_s", self.send_timeout_s)
-
-
-class TransportConfig(_Section, frozen=True):
-    kind: str = "memory"
-    capacity: int = 100_000  # messages held per topic by the embedded transport before producers are refused
-    kafka: KafkaConfig = msgspec.field(default_factory=KafkaConfig)
-
-    def __post_init__(self) -> None:
-        require(self.capacity >= 1, "capacity", "must be >= 1", self.capacity)
 
 
 class ThermalRuleConfig(_Section, frozen=True):

@@ -159,6 +159,7 @@ def test_config_check_never_prints_a_secret(tmp_path: Path, capsys: pytest.Captu
     path = tmp_path / "sentinel.toml"
     path.write_text('[store]\nurl = "postgresql+psycopg://sentinel:hunter2@db/sentinel"\n'
                     '[transport.kafka.client]\nsasl_plain_password = "hunter3"\n')
+    path.chmod(0o600)  # a config holding secrets that others can read is refused (issue 19)
     assert main(["config", "check", str(path)]) == 0
     out = capsys.readouterr().out
     assert "hunter2" not in out and "hunter3" not in out and "sentinel:***@db" in out

@@ -218,3 +218,31 @@ def test_a_job_that_did_not_opt_in_is_never_signalled(slurm: SlurmCluster, tmp_p
     time.sleep(1.0)
     assert slurm.jobs()[job]["job_state"] in ("RUNNING", ["RUNNING"])  # alive: it was not signalled
     slurm.run("scancel", job)
+
+
+@pytest.mark.parametrize(("client", "error"), [
+    ({"security_protcol": "SSL"}, "not a kafka-python setting"),
+    ({"security_protocol": "TLS"}, "must be one of PLAINTEXT, SSL"),
+    ({"security_protocol": "SASL_SSL"}, "sasl_mechanism: needed"),
+    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "a",
+      "sasl_plain_password": "b"}, "password in clear"),
+    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512"}, "needs sasl_plain_username"),
+    ({"security_protocol": "SSL", "ssl_cafile": "/nonexistent/ca.pem"}, "no readable file"),
+])
+def test_kafka_client_settings_are_checked_at_config_check(client: dict, error: str) -> None:
+    """Kafka TLS/SASL settings used to go to kafka-python unchecked (issue 19): a typo or an insecure pairing
+    surfaced, if at all, as a connection failure inside a running service."""
+    from sentinel.config import from_mapping
+
+    with pytest.raises(ConfigError, match=error):
+        from_mapping({"transport": {"kafka": {"client": client}}})
+
+
+def test_a_valid_sasl_ssl_client_passes(tmp_path: Path) -> None:
+    from sentinel.config import from_mapping
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    client = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "agent",
+              "sasl_plain_password": "x", "ssl_cafile": str(ca)}
+    assert from_mapping({"transport": {"kafka": {"client": client}}}).transport.kafka.client == client
