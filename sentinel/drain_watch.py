@@ -7,7 +7,8 @@ breaker's fraction) and the "already drained" guard would hold back the drain of
 is no longer drained with Sentinel's reason has its mark cleared and its incident resolved
 (``sentinel_nodes_returned_total``). On the same pass it counts the nodes the scheduler manages and hands the
 number to the controller: the breaker's fraction is taken of that fleet, not of every name ever seen on the
-telemetry topic (which anyone who can produce to it could inflate, issue 19).
+telemetry topic (which anyone who can produce to it could inflate, issue 19), and stores the list, so the
+detector dead-letters samples from names the scheduler does not manage.
 """
 
 from __future__ import annotations
@@ -34,11 +35,15 @@ class DrainWatch:
 
     def check(self) -> list[str]:
         """One pass: the nodes found back in service (their marks cleared, incidents resolved)."""
-        if self.on_fleet is not None and isinstance(self.scheduler, NodeLister):
+        if isinstance(self.scheduler, NodeLister):
             try:
-                self.on_fleet(len(self.scheduler.node_names()))
-            except ActuatorError as exc:  # the last known size stays in force
+                names = self.scheduler.node_names()
+            except ActuatorError as exc:  # the last known list stays in force
                 log.warning("drain watch: cannot list the scheduler's nodes: %s", exc)
+            else:
+                self.repo.set_scheduler_nodes(names, self.clock.now())  # the detector accepts only these
+                if self.on_fleet is not None:
+                    self.on_fleet(len(names))
         returned = []
         for node, incident_id in self.repo.drained_nodes():
             try:

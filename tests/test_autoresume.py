@@ -82,6 +82,7 @@ def test_the_drain_watch_notices_a_drain_undone_outside_sentinel(slurm: SlurmClu
     watch = DrainWatch(repo, scheduler, ManualClock(500.0), metrics, 60.0, on_fleet=sizes.append)
     assert watch.check() == ["node1"]
     assert sizes == [len(slurm.nodes())]  # the fleet the breaker counts: the scheduler's, not names seen
+    assert repo.scheduler_nodes() == set(slurm.nodes())  # the detector accepts samples from these only
     assert repo.drained_nodes() == [("node2", "inc-2")]
     status = {i["id"]: i["status"] for i in repo.table("incidents", order_by="id")}
     assert status == {"inc-1": "resolved", "inc-2": "mitigated"}

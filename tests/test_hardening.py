@@ -246,3 +246,24 @@ def test_a_valid_sasl_ssl_client_passes(tmp_path: Path) -> None:
     client = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "agent",
               "sasl_plain_password": "x", "ssl_cafile": str(ca)}
     assert from_mapping({"transport": {"kafka": {"client": client}}}).transport.kafka.client == client
+
+
+def test_telemetry_from_a_name_the_scheduler_does_not_manage_is_dead_lettered(repo) -> None:  # type: ignore[no-untyped-def]
+    """Anyone who can produce to the topics could report (and fake an Xid 79 for) invented nodes. Once the drain
+    watch has stored the scheduler's node list, such samples and log lines go to the dead-letter topic."""
+    from sentinel.transport import DEAD_LETTERS
+    from tests.test_pipeline import NODES, make_rig
+
+    rig = make_rig(repo)
+    repo.set_scheduler_nodes(NODES, rig.clock.now())
+    rig.pipeline.detector._known_read = float("-inf")  # read the list at the next poll (every 60 s otherwise)
+    letters = rig.pipeline.transport.consumer("test-dl", [DEAD_LETTERS])
+    rig.sample("invented-001")
+    rig.xid("invented-001", 79)
+    rig.tick()
+    reasons = [m.value for m in letters.poll(100)]
+    assert len(reasons) == 2 and all(b"not managed by the scheduler" in r for r in reasons)
+    assert repo.incidents() == [] and "invented-001" not in {n["name"] for n in repo.table("nodes", "name")}
+    rig.xid(NODES[0], 79)  # the real ones still count
+    rig.tick()
+    assert [i["node"] for i in repo.incidents()] == [NODES[0]]

@@ -32,12 +32,16 @@ log = logging.getLogger(__name__)
 XID_DEDUP_S = 60.0
 RISK_TTL_S = 900.0  # a node's rule-based risk is shown this long after its last critical or fatal finding
 RISKY = (Severity.CRITICAL, Severity.FATAL)
+KNOWN_REFRESH_S = 60.0  # how often the scheduler's node list is read from the store
 
 
 class SampleStore(Protocol):
-    """What the detector needs of the store (``Repository`` provides it): nodes and GPUs last seen."""
+    """What the detector needs of the store (``Repository`` provides it): nodes and GPUs last seen, and the
+    nodes the scheduler manages."""
 
     def record_samples(self, samples: Sequence[TelemetrySample]) -> None: ...
+
+    def scheduler_nodes(self) -> set[str]: ...
 
 
 class Detector:
@@ -73,6 +77,8 @@ class Detector:
             metrics.set_model("hazard", hazard.name[:64], hazard.created_ts)
         self.peers = PeerComparison()
         self.unsent: list[Finding] = []  # findings whose publish failed: sent before anything else, then committed
+        self.known: set[str] = set()  # the scheduler's nodes (empty: not listed yet, every name accepted)
+        self._known_read = float("-inf")
 
     def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
         """Handle what is waiting (up to ``max_messages``); return how many messages were handled.
@@ -89,6 +95,8 @@ class Detector:
             return 0
         started = time.perf_counter()
         now = self.clock.now()
+        if time.monotonic() - self._known_read >= KNOWN_REFRESH_S:
+            self.known, self._known_read = self.repo.scheduler_nodes(), time.monotonic()
         samples: list[TelemetrySample] = []
         findings: list[Finding] = []
         consumed: dict[str, int] = {}
@@ -97,6 +105,11 @@ class Detector:
         for message in messages:
             consumed[message.topic] = consumed.get(message.topic, 0) + 1
             record = self._decode(message, now)
+            if self.known and isinstance(record, (TelemetrySample, LogEvent)) and record.node not in self.known:
+                if not message.replay:  # a name the scheduler does not manage: invented, or a misnamed agent
+                    send_dead_letter(self.transport, message, f"node {record.node!r} is not managed by the "
+                                     "scheduler (agent.node must be the scheduler's node name)", self.metrics, now)
+                continue
             if isinstance(record, TelemetrySample):
                 found = self.on_sample(record, now)
                 if not message.replay:

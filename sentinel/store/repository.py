@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, delete, or_, select, update
+from sqlalchemy import Engine, delete, insert, or_, select, update
 
 from sentinel.events import (
     ActionKind,
@@ -177,6 +177,18 @@ class Repository(Queries):
                 .values(status=IncidentStatus.RESOLVED.value, updated_ts=now)
             )
         return int(result.rowcount or 0)
+
+    def set_scheduler_nodes(self, names: Sequence[str], now: float) -> None:
+        """Replace the list of nodes the scheduler manages."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(s.scheduler_nodes))
+            if names:
+                conn.execute(insert(s.scheduler_nodes), [{"name": n, "listed_ts": now} for n in dict.fromkeys(names)])
+
+    def scheduler_nodes(self) -> set[str]:
+        """The nodes the scheduler manages (empty: never listed, every name is accepted)."""
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(s.scheduler_nodes.c.name)).scalars())
 
     def drained_nodes(self) -> list[tuple[str, str]]:
         """(node, incident id) of every node the store marks drained by Sentinel."""

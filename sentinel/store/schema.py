@@ -44,6 +44,15 @@ nodes = Table(
     Column("drained_incident_id", ID, nullable=True),  # set while Sentinel holds the node drained
 )
 
+# The nodes the scheduler manages, as the controller's drain watch last listed them (issue 19): the detector
+# dead-letters samples from any other name once this holds any row.
+scheduler_nodes = Table(
+    "scheduler_nodes",
+    metadata,
+    Column("name", NAME, primary_key=True),
+    Column("listed_ts", Float, nullable=False),
+)
+
 gpus = Table(
     "gpus",
     metadata,
