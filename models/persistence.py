@@ -9,6 +9,7 @@ A joblib file is a pickle: loading one runs code from it. Load models only from 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import platform
@@ -25,11 +26,13 @@ from sentinel.errors import ConfigError
 from sentinel.models.features import FEATURES
 from sentinel.models.hazard import HazardModel
 
-MODEL_FILE, META_FILE = "model.joblib", "model.json"
+MODEL_FILE, META_FILE, SIGNATURE_FILE = "model.joblib", "model.json", "model.sig"
 
 
-def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str, clock: Clock | None = None) -> Path:
-    """Write the model under ``root/name`` and return that directory (refuses to overwrite)."""
+def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str, clock: Clock | None = None,
+         sign_key: bytes | None = None) -> Path:
+    """Write the model under ``root/name`` and return that directory (refuses to overwrite); with ``sign_key``
+    (the service's key), ``model.sig`` holds an HMAC of ``model.json``, which holds the model file's SHA-256."""
     directory = root / name
     if directory.exists():
         raise ConfigError(f"model {name!r} already exists in {root}; choose another --name")
@@ -46,7 +49,26 @@ def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str,
                      "scikit_learn": sklearn.__version__},
     }
     (directory / META_FILE).write_text(json.dumps(meta, indent=2))
+    if sign_key is not None:
+        (directory / SIGNATURE_FILE).write_text(_signature(sign_key, (directory / META_FILE).read_bytes()) + "\n")
     return directory
+
+
+def _signature(key: bytes, meta: bytes) -> str:
+    return hmac.new(key, b"sentinel model\0" + meta, hashlib.sha256).hexdigest()
+
+
+def _check_signature(directory: Path, keys: list[bytes]) -> None:
+    """``model.json`` must carry an HMAC by one of ``keys`` (the service's key, then previous ones)."""
+    try:
+        found = (directory / SIGNATURE_FILE).read_text().strip()
+        meta = (directory / META_FILE).read_bytes()
+    except OSError:
+        raise ConfigError(f"{directory}: no {SIGNATURE_FILE}; with security.key_file set only models signed with "
+                          "that key are loaded (`sentinel train` signs them)") from None
+    if not any(hmac.compare_digest(found, _signature(key, meta)) for key in keys):
+        raise ConfigError(f"{directory}: {SIGNATURE_FILE} does not match {META_FILE} under the service's key; "
+                          "the model was not trained here or was changed, so it is not loaded")
 
 
 def metadata(directory: Path) -> dict[str, Any]:
@@ -58,8 +80,11 @@ def metadata(directory: Path) -> dict[str, Any]:
     return meta
 
 
-def load(directory: Path) -> HazardModel:
-    """The model saved in ``directory``; refuses one built for other features or writable by others."""
+def load(directory: Path, verify_keys: list[bytes] | None = None) -> HazardModel:
+    """The model saved in ``directory``; refuses one built for other features, writable by others, whose file
+    does not match its recorded hash, or (with ``verify_keys``) whose description is not signed by one of them."""
+    if verify_keys:
+        _check_signature(directory, verify_keys)
     meta = metadata(directory)
     if tuple(meta.get("features", ())) != FEATURES:
         raise ConfigError(f"{directory}: model was trained on other features ({len(meta.get('features', []))} "

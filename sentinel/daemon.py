@@ -192,7 +192,9 @@ def build_pipeline(
 
 def build_detector(config: Config, clock: Clock, metrics: Metrics, repo: Repository,
                    transport: Transport) -> Detector:
-    return Detector(transport, repo, config.detector, metrics, clock, hazard=load_scorer(config.detector.hazard))
+    keys = ([k.secret for k in verification_keys(config.security.key_file, config.security.previous_key_files)]
+            if config.security.key_file else None)  # with a service key, only models it signed are loaded
+    return Detector(transport, repo, config.detector, metrics, clock, hazard=load_scorer(config.detector.hazard, keys))
 
 
 def build_effects(config: Config, clock: Clock, metrics: Metrics, repo: Repository, transport: Transport,

@@ -267,3 +267,30 @@ def test_telemetry_from_a_name_the_scheduler_does_not_manage_is_dead_lettered(re
     rig.xid(NODES[0], 79)  # the real ones still count
     rig.tick()
     assert [i["node"] for i in repo.incidents()] == [NODES[0]]
+
+
+def test_with_a_service_key_only_models_it_signed_are_loaded(tmp_path: Path) -> None:
+    """Whoever owns the models folder could plant a model whose model.json records the planted file's hash.
+    `sentinel train` signs model.json with the service's key; the detector, holding that key, loads nothing
+    else."""
+    import json
+
+    from sentinel.models import persistence
+    from sentinel.models.hazard import fit
+    from tests.test_hazard import _synthetic
+
+    key, other = b"k" * 32, b"o" * 32
+    model = fit(_synthetic(rows=600), horizon_s=3600.0, target_precision=0.9)
+    signed = persistence.save(model, tmp_path, "signed", "abc", "synthetic", sign_key=key)
+    assert persistence.load(signed, [other, key]).threshold > 0  # any of the keys (rotation)
+    with pytest.raises(ConfigError, match="does not match"):
+        persistence.load(signed, [other])
+    meta = json.loads((signed / persistence.META_FILE).read_text())
+    meta["threshold"] = 0.01  # a consistent-looking change of the description
+    (signed / persistence.META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match="does not match"):
+        persistence.load(signed, [key])
+    planted = persistence.save(model, tmp_path, "planted", "abc", "synthetic")  # hash right, no signature
+    assert persistence.load(planted).threshold > 0  # without a service key: the hash check only
+    with pytest.raises(ConfigError, match="no model.sig"):
+        persistence.load(planted, [key])

@@ -140,10 +140,11 @@ class HazardScorer:
                             f"(score {score:.3f})", gpu, evidence)
 
 
-def load_scorer(config: HazardConfig) -> HazardScorer | None:
-    """The configured model ready to score, or None when ``model`` is empty (rules only)."""
+def load_scorer(config: HazardConfig, verify_keys: list[bytes] | None = None) -> HazardScorer | None:
+    """The configured model ready to score, or None when ``model`` is empty (rules only); with ``verify_keys``
+    only a model whose description one of them signed."""
     if not config.model:
         return None
     directory = persistence.resolve(config.model, Path(config.models_dir))
     created = float(persistence.metadata(directory).get("created_ts", 0.0))
-    return HazardScorer(persistence.load(directory), config, directory.name, created)
+    return HazardScorer(persistence.load(directory, verify_keys), config, directory.name, created)

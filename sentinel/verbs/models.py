@@ -53,10 +53,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     model.report["window_samples"] = window
     name = args.name or time.strftime("hazard-%Y%m%d-%H%M%S")
     digest = parts[0][1] if len(parts) == 1 else _hash([p[1] for p in parts])
-    directory = persistence.save(model, _models_dir(args), name, digest, "; ".join(p[2] for p in parts))
+    config = load_config(args)
+    key = None
+    if config.security.key_file:  # the detector then loads only models this key signed
+        from sentinel.actuator.signing import load_key
+
+        key = load_key(config.security.key_file).secret
+    directory = persistence.save(model, _models_dir(args), name, digest, "; ".join(p[2] for p in parts),
+                                 sign_key=key)
     summary = {"model": name, "path": str(directory), "rows": model.report["rows"],
                "positive_rows": model.report["positive_rows"], "train_s": round(train_s, 2),
-               "threshold": round(model.threshold, 4), **model.report["validation"]}
+               "threshold": round(model.threshold, 4), "signed": key is not None, **model.report["validation"]}
     out(args, summary, render([{"key": k, "value": v} for k, v in summary.items()], [("key", "model"), ("value", "")])
         + f"\n\nUse it: set detector.hazard.model = \"{directory}\" (or \"latest\") in the config.")
     return EXIT_OK
