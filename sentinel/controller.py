@@ -98,7 +98,6 @@ class Controller:
         self.group = group
         self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
         self._refreshed_ts = -1e18
-        self.scheduler_fleet: int | None = None  # nodes the scheduler manages (the drain watch says); None: unknown
 
     def step(self, max_messages: int = 500, timeout_s: float = 0.0) -> int:
         """Handle one batch, commit it (its effects are stored), then publish what waits in the outbox; a failed
@@ -219,16 +218,11 @@ class Controller:
             self._fresh = True
         return decision
 
-    def set_fleet_size(self, nodes: int) -> None:
-        """The number of nodes the scheduler manages (0: unknown, the store's count of nodes seen is used)."""
-        self.scheduler_fleet = nodes or None
-
     def _facts(self, unit: Unit, incident: Incident, breaker: BreakerRow) -> engine.Facts:
         node = incident.node
         since = incident.opened_ts - self.config.lemon.window_s
         return engine.Facts(
-            # the scheduler's own count when known: names on the telemetry topic can be invented (issue 19)
-            fleet_size=max(self.scheduler_fleet or unit.node_count(), 1),
+            fleet_size=max(unit.node_count(), 1),  # the scheduler's nodes once listed (issue 19)
             prior_action=unit.last_decision_action(incident.id),
             last_executed_ts=unit.last_executed_ts(node),
             drained_by=unit.drained_by(node),

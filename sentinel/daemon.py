@@ -240,8 +240,7 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
     agent = build_agent(config, clock, metrics, sink)
     close_metrics = serve_metrics(config.metrics.listen, metrics, config.metrics)
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
-    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock),
-                     pipeline.controller.set_fleet_size)
+    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock))
     try:
         _run_rounds(config, stop, max_cycles, agent, pipeline, load)
         if max_cycles is not None:  # a bounded run ends with its commands carried out and their results stored
@@ -321,8 +320,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
     close_metrics = serve_metrics(config.metrics.listen, metrics, config.metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
-    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock),
-                     controller.set_fleet_size)
+    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock))
     heartbeat = Heartbeat(notifier())
     try:
         while not stop.is_set():

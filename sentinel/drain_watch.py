@@ -5,17 +5,16 @@ A node Sentinel drained can come back without Sentinel: ``sentinel check --resum
 breaker's fraction) and the "already drained" guard would hold back the drain of its next fault. Every
 ``policy.drain_watch_s`` the watch asks the scheduler about each node the store marks drained by Sentinel; one that
 is no longer drained with Sentinel's reason has its mark cleared and its incident resolved
-(``sentinel_nodes_returned_total``). On the same pass it counts the nodes the scheduler manages and hands the
-number to the controller: the breaker's fraction is taken of that fleet, not of every name ever seen on the
-telemetry topic (which anyone who can produce to it could inflate, issue 19), and stores the list, so the
-detector dead-letters samples from names the scheduler does not manage.
+(``sentinel_nodes_returned_total``). On the same pass it stores the list of nodes the scheduler manages: the
+breaker's fraction is then taken of the nodes seen among them, not of every name ever seen on the telemetry topic
+(which anyone who can produce to it could inflate, issue 19), and the detector dead-letters samples from names the
+scheduler does not manage.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
 from sentinel.actuator import OWNED_REASON_PREFIX, NodeLister, Scheduler
 from sentinel.clock import Clock
@@ -28,10 +27,9 @@ log = logging.getLogger(__name__)
 
 class DrainWatch:
     def __init__(self, repo: Repository, scheduler: Scheduler, clock: Clock, metrics: Metrics,
-                 interval_s: float, on_fleet: Callable[[int], None] | None = None) -> None:
+                 interval_s: float) -> None:
         self.repo, self.scheduler, self.clock, self.metrics = repo, scheduler, clock, metrics
         self.interval_s = interval_s
-        self.on_fleet = on_fleet
 
     def check(self) -> list[str]:
         """One pass: the nodes found back in service (their marks cleared, incidents resolved)."""
@@ -40,10 +38,8 @@ class DrainWatch:
                 names = self.scheduler.node_names()
             except ActuatorError as exc:  # the last known list stays in force
                 log.warning("drain watch: cannot list the scheduler's nodes: %s", exc)
-            else:
-                self.repo.set_scheduler_nodes(names, self.clock.now())  # the detector accepts only these
-                if self.on_fleet is not None:
-                    self.on_fleet(len(names))
+            else:  # the detector accepts only these; the breaker counts the nodes seen among them
+                self.repo.set_scheduler_nodes(names, self.clock.now())
         returned = []
         for node, incident_id in self.repo.drained_nodes():
             try:

@@ -55,9 +55,9 @@ def start_pruner(repo: Repository, config: RetentionConfig, clock: Clock, metric
 
 
 def start_background(config: Config, repo: Repository, clock: Clock, metrics: Metrics, stop: threading.Event,
-                     scheduler: Callable[[], Scheduler], on_fleet: Callable[[int], None] | None = None) -> None:
-    """Retention always; the drain watch (and the scheduler's fleet size for ``on_fleet``) when a scheduler is
-    driven (a dry run drains nothing)."""
+                     scheduler: Callable[[], Scheduler]) -> None:
+    """Retention always; the drain watch (which also stores the scheduler's node list) when a scheduler is driven
+    (a dry run drains nothing)."""
     start_pruner(repo, config.store.retention, clock, metrics, stop)
     if config.actuator.kind != "dryrun":
-        DrainWatch(repo, scheduler(), clock, metrics, config.policy.drain_watch_s, on_fleet).start(stop)
+        DrainWatch(repo, scheduler(), clock, metrics, config.policy.drain_watch_s).start(stop)

@@ -148,7 +148,8 @@ def test_a_model_described_without_its_hash_is_not_loaded(tmp_path: Path) -> Non
 
 def test_invented_node_names_do_not_widen_the_breaker(repo) -> None:  # type: ignore[no-untyped-def]
     """Anyone who can produce to the telemetry topic can add node names; the breaker's fraction was taken of
-    every name ever seen. With the scheduler's count (the drain watch hands it over) they change nothing."""
+    every name ever seen. Once the drain watch has stored the scheduler's node list, only nodes seen among them
+    count."""
     from tests.test_effects import NODES, Rig
 
     def drains(rig: Rig) -> list[str]:
@@ -160,7 +161,7 @@ def test_invented_node_names_do_not_widen_the_breaker(repo) -> None:  # type: ig
     rig = Rig(repo)  # max_fraction 0.5 of the fleet per window, 10 real nodes
     for i in range(96):
         repo.ensure_node(f"invented-{i:03d}", rig.clock.now())
-    rig.controller.set_fleet_size(len(NODES))
+    repo.set_scheduler_nodes([*NODES, "cpu-node-001"], rig.clock.now())  # a node without an agent: not counted
     half = len(NODES) // 2  # of the real nodes; of 106 names, all ten would have been drained
     assert drains(rig) == ["execute"] * half + ["observe"] * (len(NODES) - half)
 

@@ -113,7 +113,13 @@ class Unit:
         return {str(n): int(c) for n, c in self.conn.execute(query).all()}
 
     def node_count(self) -> int:
-        return int(self.conn.execute(select(func.count()).select_from(s.nodes)).scalar_one())
+        """The fleet the breaker's fraction is taken of: the nodes seen that the scheduler manages, once its list
+        is stored (names on the telemetry topic alone can be invented, issue 19; nodes without an agent, such as
+        CPU nodes, do not count either); every node seen before that."""
+        if self.conn.execute(select(s.scheduler_nodes.c.name).limit(1)).first() is None:
+            return int(self.conn.execute(select(func.count()).select_from(s.nodes)).scalar_one())
+        managed = s.nodes.c.name.in_(select(s.scheduler_nodes.c.name))
+        return int(self.conn.execute(select(func.count()).select_from(s.nodes).where(managed)).scalar_one())
 
     # --- writes ----------------------------------------------------------------------------------------------
     def ensure_node(self, node: str, ts: float) -> None:
