@@ -299,6 +299,7 @@ def _write_configs(work: Path, bootstrap: str, url: str, slurm_conf: Path) -> di
             f'ack_dir = "{work / "ack"}"',
             "[security]", f'key_file = "{key}"',
         ]) + "\n")
+        path.chmod(0o600)  # it may hold the store's password: a config others can read is refused
         configs[name] = path
     return configs
 

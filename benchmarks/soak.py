@@ -146,6 +146,7 @@ def _config(path: Path, bootstrap: str, url: str, port: int, name: str, key: Pat
         f'bootstrap = "{bootstrap}"', "[transport.kafka.partitions]", "telemetry = 4", "logs = 2",
         "[store]", f'url = "{url}"', "[metrics]", f'listen = "127.0.0.1:{port}"', "[security]", f'key_file = "{key}"',
     ]) + "\n")
+    path.chmod(0o600)  # it may hold the store's password: a config others can read is refused
 
 
 def _trend_per_min(points: list[tuple[float, float]]) -> float:

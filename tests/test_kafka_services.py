@@ -61,6 +61,7 @@ def _config(broker: Tansu, pg_url: str, tmp_path: Path) -> tuple[dict, Path]:
         "[detector]", "replay_messages = 2000", "record_interval_s = 0", "[security]", f'key_file = "{key}"',
     ]
     path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o600)  # it holds the store's password: a config others can read is refused
     return raw, path
 
 
