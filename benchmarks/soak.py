@@ -234,6 +234,8 @@ def run_soak(gpus: int = 10_000, duration_s: float = 3600.0, interval_s: float =
         "gpus": nodes * 8, "nodes": nodes, "duration_s": duration_s, "interval_s": interval_s,
         "store": "postgresql" if url.startswith("postgresql") else "sqlite",
         "samples_produced": fleet.produced, "samples_processed": consumed,
+        # what the fleet achieved: below nodes / interval when this machine cannot generate it in real time
+        "samples_per_s": round(fleet.produced / duration_s, 1), "samples_per_s_target": round(nodes / interval_s, 1),
         "samples_lost": max(fleet.produced - consumed, 0), "publish_errors": fleet.errors,
         # Sentinel's own processes; the broker keeps every message in memory here, the bench is the fleet
         "rss_growth": growth, "rss_growth_max": max((growth[n] for n in PROCESSES if n in growth), default=None),
@@ -262,7 +264,8 @@ def render_soak(r: dict[str, Any]) -> str:
                           ("growth", f"growth since {r['rss_reference_s']:.0f} s")]) +
             f"\n\n{r['gpus']} GPUs ({r['nodes']} nodes) every {r['interval_s']:g} s for {r['duration_s']:.0f} s, "
             f"store {r['store']} ({r['store_bytes'] / 2**20:.1f} MiB at the end)"
-            f"\nsamples: {r['samples_produced']} produced, {r['samples_processed']} processed, "
+            f"\nsamples: {r['samples_produced']} produced ({r['samples_per_s']}/s of {r['samples_per_s_target']}/s "
+            f"asked), {r['samples_processed']} processed, "
             f"{r['samples_lost']} lost; dead letters {r['dead_letters']}"
             f"\nconsumer lag: max {r['lag_max']}, trend {r['lag_trend_per_min']:+.1f} messages/min"
             f"\nfatal faults: {r['faults_found']} of {r['faults_injected']} found"
