@@ -24,72 +24,16 @@ import msgspec
 
 from sentinel.config_actuation import ActuatorConfig, SecurityConfig
 from sentinel.config_agent import AgentConfig, CheckConfig, DcgmConfig, KmsgConfig, NicConfig, NvmlConfig
+from sentinel.config_detector import DetectorConfig, HazardConfig, StragglerConfig, ThermalRuleConfig
 from sentinel.config_fields import _non_negative, _positive, _Section, require
 from sentinel.config_transport import TransportConfig
 from sentinel.errors import ConfigError
 
 ENV_PREFIX = "SENTINEL__"
-__all__ = ["AgentConfig", "CheckConfig", "Config", "DcgmConfig", "KmsgConfig", "NicConfig", "NvmlConfig"]
-
-
-class ThermalRuleConfig(_Section, frozen=True):
-    temp_c: float = 93.0  # Azure healthagent warns above 93 C (domain.md)
-    sustain_samples: int = 3
-
-    def __post_init__(self) -> None:
-        require(0 < self.temp_c < 150, "temp_c", "must be in (0, 150)", self.temp_c)
-        require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
-
-
-class HazardConfig(_Section, frozen=True):
-    """The hazard model (``sentinel train``): off until ``model`` names one."""
-
-    model: str = ""  # a model directory, a name under models_dir, or "latest"; "" = rules only
-    models_dir: str = "sentinel-models"
-    score_interval_s: float = 60.0  # per node, in sample time
-    consecutive: int = 3  # scorings at or above the threshold before a checkpoint-and-drain finding (hysteresis)
-    # ... before an alert-only finding (one physical sign): bursts of link errors on healthy GPUs are short
-    alert_consecutive: int = 15
-    threshold: float = 0.0  # 0: the threshold chosen at training for the target precision
-    anomalies: bool = True  # IsolationForest findings (alerts only)
-    anomaly_consecutive: int = 5  # scorings in a row above the anomaly threshold: only persistent outliers
-
-    def __post_init__(self) -> None:
-        _positive("score_interval_s", self.score_interval_s)
-        require(1 <= self.consecutive <= 100, "consecutive", "must be in [1, 100]", self.consecutive)
-        require(1 <= self.alert_consecutive <= 1000, "alert_consecutive", "must be in [1, 1000]",
-                self.alert_consecutive)
-        require(1 <= self.anomaly_consecutive <= 100, "anomaly_consecutive", "must be in [1, 100]",
-                self.anomaly_consecutive)
-        require(0 <= self.threshold < 1, "threshold", "must be in [0, 1)", self.threshold)
-
-
-class StragglerConfig(_Section, frozen=True):
-    """A busy GPU whose SM clock stays below ``clock_ratio`` of its node peers' median is a straggler."""
-
-    clock_ratio: float = 0.8
-    sustain_samples: int = 2
-    min_util_pct: float = 50.0
-
-    def __post_init__(self) -> None:
-        require(0 < self.clock_ratio < 1, "clock_ratio", "must be in (0, 1)", self.clock_ratio)
-        require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
-        require(0 <= self.min_util_pct <= 100, "min_util_pct", "must be in [0, 100]", self.min_util_pct)
-
-
-class DetectorConfig(_Section, frozen=True):
-    window_samples: int = 60
-    replay_messages: int = 5000  # per partition handed over from another member (Kafka only)
-    record_interval_s: float = 30.0  # how often each node's last-seen and GPU rows are written to the store
-    thermal: ThermalRuleConfig = msgspec.field(default_factory=ThermalRuleConfig)
-    straggler: StragglerConfig = msgspec.field(default_factory=StragglerConfig)
-    hazard: HazardConfig = msgspec.field(default_factory=HazardConfig)
-
-    def __post_init__(self) -> None:
-        require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)
-        require(self.replay_messages >= 0, "replay_messages", "must be >= 0", self.replay_messages)
-        require(math.isfinite(self.record_interval_s) and self.record_interval_s >= 0, "record_interval_s",
-                 "must be a finite number >= 0", self.record_interval_s)
+__all__ = [
+    "AgentConfig", "CheckConfig", "Config", "DcgmConfig", "DetectorConfig", "HazardConfig", "KmsgConfig", "NicConfig",
+    "NvmlConfig", "StragglerConfig", "ThermalRuleConfig",
+]
 
 
 class BreakerConfig(_Section, frozen=True):
