@@ -137,6 +137,8 @@ class MetricsConfig(_Section, frozen=True):
     cert_file: str = ""
     key_file: str = ""
     client_ca_file: str = ""
+    # or the Prometheus exporter web configuration file (TLS and bcrypt basic auth; sentinel/metrics_web.py)
+    web_config_file: str = ""
 
     def __post_init__(self) -> None:
         if self.listen:
@@ -148,6 +150,8 @@ class MetricsConfig(_Section, frozen=True):
                 self.cert_file or self.key_file)
         require(not self.client_ca_file or bool(self.cert_file), "client_ca_file", "needs cert_file and key_file",
                 self.client_ca_file)
+        require(not (self.web_config_file and self.cert_file), "web_config_file",
+                "replaces cert_file/key_file/client_ca_file: set one or the other", self.web_config_file)
 
 
 class LoadConfig(_Section, frozen=True):

@@ -101,6 +101,10 @@ def validate(config: Config) -> None:
                           f"security.max_command_ttl_s ({config.security.max_command_ttl_s:g} s)")
     for name in config.agent.collectors:
         plugin(COLLECTORS, name, "agent.collectors")
+    if config.metrics.web_config_file:
+        from sentinel.metrics_web import load_web_config
+
+        load_web_config(config.metrics.web_config_file)
     slots = {*config.agent.collectors, "nvml-events"}
     for name in config.agent.intervals:
         if name not in slots:

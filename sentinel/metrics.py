@@ -42,6 +42,10 @@ class Metrics:
         self.publish_refused = Counter(
             "sentinel_publish_refused_total", "Messages a full or closed transport refused.", ["topic"], registry=r
         )
+        self.metrics_auth_rejected = Counter(
+            "sentinel_metrics_auth_rejected_total", "Scrapes of /metrics refused for missing or wrong basic auth.",
+            registry=r,
+        )
         self.dead_letters = Counter(
             "sentinel_dead_letters_total", "Messages moved to the dead-letter topic.", ["topic"], registry=r
         )
@@ -264,11 +268,22 @@ def _check(ok: bool, message: str) -> None:
 
 
 def serve_metrics(listen: str, metrics: Metrics, tls: MetricsConfig | None = None) -> Callable[[], None]:
-    """Serve ``metrics`` on http(s)://LISTEN/metrics (nothing when ``listen`` is empty; HTTPS with ``tls``'s
-    certificate, client certificates required with its CA); return what stops it."""
+    """Serve ``metrics`` on http(s)://LISTEN/metrics (nothing when ``listen`` is empty): HTTPS with ``tls``'s
+    certificate, client certificates required with its CA, or as its Prometheus web config file says (TLS and
+    basic auth, sentinel/metrics_web.py); return what stops it."""
     if not listen:
         return lambda: None
     host, _, port = listen.rpartition(":")
+    if tls is not None and tls.web_config_file:
+        from sentinel.metrics_web import load_web_config, serve_web
+
+        web = load_web_config(tls.web_config_file)
+        if web.users and not web.tls:
+            log.warning("metrics: basic auth without TLS sends passwords in clear on %s", listen)
+        close = serve_web(host.strip("[]"), int(port), metrics.registry, web, metrics.metrics_auth_rejected.inc)
+        log.info("serving metrics on %s://%s/metrics (%s)", "https" if web.tls else "http", listen,
+                 "basic auth" if web.users else "no auth")
+        return close
     secure = tls is not None and bool(tls.cert_file)
     if tls is not None and secure:
         server, thread = start_http_server(int(port), addr=host, registry=metrics.registry, certfile=tls.cert_file,
@@ -278,9 +293,9 @@ def serve_metrics(listen: str, metrics: Metrics, tls: MetricsConfig | None = Non
         server, thread = start_http_server(int(port), addr=host, registry=metrics.registry)
     log.info("serving metrics on %s://%s/metrics", "https" if secure else "http", listen)
 
-    def close() -> None:
+    def stop() -> None:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
 
-    return close
+    return stop
