@@ -22,7 +22,7 @@ import numpy as np
 import sklearn
 
 from sentinel.clock import Clock, SystemClock
-from sentinel.errors import ConfigError
+from sentinel.errors import ConfigError, ModelRefused
 from sentinel.models.features import FEATURES
 from sentinel.models.hazard import HazardModel
 
@@ -64,10 +64,10 @@ def _check_signature(directory: Path, keys: list[bytes]) -> None:
         found = (directory / SIGNATURE_FILE).read_text().strip()
         meta = (directory / META_FILE).read_bytes()
     except OSError:
-        raise ConfigError(f"{directory}: no {SIGNATURE_FILE}; with security.key_file set only models signed with "
+        raise ModelRefused(f"{directory}: no {SIGNATURE_FILE}; with security.key_file set only models signed with "
                           "that key are loaded (`sentinel train` signs them)") from None
     if not any(hmac.compare_digest(found, _signature(key, meta)) for key in keys):
-        raise ConfigError(f"{directory}: {SIGNATURE_FILE} does not match {META_FILE} under the service's key; "
+        raise ModelRefused(f"{directory}: {SIGNATURE_FILE} does not match {META_FILE} under the service's key; "
                           "the model was not trained here or was changed, so it is not loaded")
 
 
@@ -80,25 +80,32 @@ def metadata(directory: Path) -> dict[str, Any]:
     return meta
 
 
-def load(directory: Path, verify_keys: list[bytes] | None = None) -> HazardModel:
-    """The model saved in ``directory``; refuses one built for other features, writable by others, whose file
-    does not match its recorded hash, or (with ``verify_keys``) whose description is not signed by one of them."""
+def verify(directory: Path, verify_keys: list[bytes] | None = None) -> None:
+    """Every check ``load`` makes before unpickling: raises ConfigError naming what is wrong."""
     if verify_keys:
         _check_signature(directory, verify_keys)
     meta = metadata(directory)
     if tuple(meta.get("features", ())) != FEATURES:
-        raise ConfigError(f"{directory}: model was trained on other features ({len(meta.get('features', []))} "
+        raise ModelRefused(f"{directory}: model was trained on other features ({len(meta.get('features', []))} "
                           f"columns, this version computes {len(FEATURES)}); retrain it with `sentinel train`")
     path = directory / MODEL_FILE
     for place in (path, *path.resolve().parents):
         _trusted(place, path)
     expected = meta.get("model_sha256")
     if not expected:
-        raise ConfigError(f"{directory}: the model description records no SHA-256 of {MODEL_FILE} (saved by an "
+        raise ModelRefused(f"{directory}: the model description records no SHA-256 of {MODEL_FILE} (saved by an "
                           "older version); retrain it with `sentinel train`")
     if hash_files([path], names=False) != expected:
-        raise ConfigError(f"{path}: its SHA-256 does not match {META_FILE}; the file was changed after training, "
+        raise ModelRefused(f"{path}: its SHA-256 does not match {META_FILE}; the file was changed after training, "
                           "so it is not loaded")
+
+
+def load(directory: Path, verify_keys: list[bytes] | None = None) -> HazardModel:
+    """The model saved in ``directory``; refuses one built for other features, writable by others, whose file
+    does not match its recorded hash, or (with ``verify_keys``) whose description is not signed by one of them."""
+    verify(directory, verify_keys)
+    meta = metadata(directory)
+    path = directory / MODEL_FILE
     estimators = joblib.load(path)
     return HazardModel(estimators["classifier"], float(meta["threshold"]), float(meta["horizon_s"]),
                        estimators["anomaly"], float(meta["anomaly_threshold"]), FEATURES, meta.get("training", {}),
@@ -111,14 +118,14 @@ def _trusted(place: Path, model: Path) -> None:
     try:
         info = place.stat()
     except OSError as exc:
-        raise ConfigError(f"{place}: cannot read the model ({exc})") from exc
+        raise ModelRefused(f"{place}: cannot read the model ({exc})") from exc
     mode = stat.S_IMODE(info.st_mode)
     if info.st_uid not in (0, os.geteuid()):
-        raise ConfigError(f"{place}: owned by uid {info.st_uid}, not by this user or root; {model} is not loaded "
+        raise ModelRefused(f"{place}: owned by uid {info.st_uid}, not by this user or root; {model} is not loaded "
                           "(a model file runs code when loaded)")
     sticky_above = place.is_dir() and bool(mode & stat.S_ISVTX) and place not in (model.parent, model.parent.parent)
     if mode & (stat.S_IWGRP | stat.S_IWOTH) and not sticky_above:
-        raise ConfigError(f"{place}: writable by group or others (mode {mode:o}); a model file runs code when "
+        raise ModelRefused(f"{place}: writable by group or others (mode {mode:o}); a model file runs code when "
                           f"loaded, so Sentinel only loads {model} from folders only their owner can write")
 
 

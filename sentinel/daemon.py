@@ -29,7 +29,7 @@ from sentinel.config import Config
 from sentinel.controller import Controller
 from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.service import Detector
-from sentinel.errors import ConfigError, TransportError
+from sentinel.errors import ConfigError, ModelRefused, TransportError
 from sentinel.housekeeping import start_background
 from sentinel.load.service import LoadService, build_load_service
 from sentinel.metrics import Metrics, serve_metrics
@@ -194,11 +194,22 @@ def build_pipeline(
                     controller=controller, actuator=actuator_service)
 
 
+def model_keys(config: Config) -> list[bytes] | None:
+    """With a service key, only models it (or a previous key) signed are loaded."""
+    if not config.security.key_file:
+        return None
+    return [k.secret for k in verification_keys(config.security.key_file, config.security.previous_key_files)]
+
+
 def build_detector(config: Config, clock: Clock, metrics: Metrics, repo: Repository,
                    transport: Transport) -> Detector:
-    keys = ([k.secret for k in verification_keys(config.security.key_file, config.security.previous_key_files)]
-            if config.security.key_file else None)  # with a service key, only models it signed are loaded
-    return Detector(transport, repo, config.detector, metrics, clock, hazard=load_scorer(config.detector.hazard, keys))
+    hazard = None
+    try:
+        hazard = load_scorer(config.detector.hazard, model_keys(config))
+    except ModelRefused as exc:  # a refused model must not blind the rules: run on them, loudly
+        log.error("the hazard model is refused, detecting with the rules only: %s", exc)
+        metrics.model_refused.set(1)
+    return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard)
 
 
 def build_effects(config: Config, clock: Clock, metrics: Metrics, repo: Repository, transport: Transport,

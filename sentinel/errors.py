@@ -15,6 +15,10 @@ class ConfigError(SentinelError):
     """The configuration is invalid; the message names the path (``policy.breaker.max_fraction: ...``)."""
 
 
+class ModelRefused(ConfigError):
+    """A model file that exists but fails an integrity check (signature, hash, ownership, features)."""
+
+
 class CodecError(SentinelError):
     """Bytes that are not a valid record of the current schema; ``reason`` says why."""
 

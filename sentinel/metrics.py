@@ -170,6 +170,11 @@ class Metrics:
             "sentinel_model_trained_timestamp_seconds",
             "When the model in use was trained (its age is time() minus this).", ["model"], registry=r,
         )
+        self.model_refused = Gauge(
+            "sentinel_model_refused",
+            "1 while the configured hazard model was refused (unsigned, changed after training, in an unsafe "
+            "folder, ...) and the detector runs on its rules only.", registry=r,
+        )
         self.forecast_demand = Gauge(
             "sentinel_forecast_demand_gpus",
             "Forecast GPU demand (running plus pending) at the horizon; bound is mean, lower or upper.",

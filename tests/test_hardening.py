@@ -295,3 +295,46 @@ def test_with_a_service_key_only_models_it_signed_are_loaded(tmp_path: Path) -> 
     assert persistence.load(planted).threshold > 0  # without a service key: the hash check only
     with pytest.raises(ConfigError, match="no model.sig"):
         persistence.load(planted, [key])
+
+
+def test_model_list_and_show_say_whether_the_detector_would_load_a_model(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from sentinel.cli import main
+    from sentinel.models import persistence
+
+    root = tmp_path / "models"
+    good = _saved_model(root)
+    assert main(["model", "list", "--models-dir", str(root), "-o", "json"]) == 0
+    assert [m["verified"] for m in json.loads(capsys.readouterr().out)] == ["ok"]
+    with (good / persistence.MODEL_FILE).open("ab") as handle:
+        handle.write(b"\n")
+    assert main(["model", "show", "m1", "--models-dir", str(root), "-o", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["verified"].startswith("refused: ") and "does not match" in shown["verified"]
+
+
+def test_a_refused_model_leaves_the_detector_on_its_rules_and_says_so(tmp_path: Path, repo) -> None:  # type: ignore[no-untyped-def]
+    """A planted or changed model must neither run nor take fault detection down with it: the detector starts
+    on its rules, logs the refusal and sets sentinel_model_refused (alert SentinelModelRefused). A model name
+    that does not exist is still a configuration error at start-up."""
+    from sentinel.clock import ManualClock
+    from sentinel.config import from_mapping
+    from sentinel.daemon import build_detector
+    from sentinel.metrics import Metrics
+    from sentinel.models import persistence
+    from sentinel.transport.memory import MemoryTransport
+
+    root = tmp_path / "models"
+    directory = _saved_model(root)
+    with (directory / persistence.MODEL_FILE).open("ab") as handle:
+        handle.write(b"\n")
+    config = from_mapping({"detector": {"hazard": {"model": "m1", "models_dir": str(root)}}})
+    metrics = Metrics()
+    detector = build_detector(config, ManualClock(0.0), metrics, repo, MemoryTransport())
+    assert detector.hazard is None
+    assert metrics.registry.get_sample_value("sentinel_model_refused") == 1
+    missing = from_mapping({"detector": {"hazard": {"model": "m2", "models_dir": str(root)}}})
+    with pytest.raises(ConfigError, match="not found"):
+        build_detector(missing, ManualClock(0.0), Metrics(), repo, MemoryTransport())

@@ -73,6 +73,20 @@ def _hash(digests: list[str]) -> str:
     return hashlib.sha256("".join(digests).encode()).hexdigest()
 
 
+def _verified(args: argparse.Namespace, directory: Path) -> str:
+    """"ok" when the detector would load the model (hash, folder ownership, the service key's signature when
+    security.key_file is set), else why not."""
+    from sentinel.daemon import model_keys
+    from sentinel.errors import ModelRefused
+    from sentinel.models import persistence
+
+    try:
+        persistence.verify(directory, model_keys(load_config(args)))
+    except ModelRefused as exc:
+        return f"refused: {exc}"
+    return "ok"
+
+
 def cmd_model_list(args: argparse.Namespace) -> int:
     from sentinel.models import persistence
 
@@ -80,11 +94,12 @@ def cmd_model_list(args: argparse.Namespace) -> int:
              "horizon_s": m["horizon_s"], "threshold": round(m["threshold"], 4),
              "precision": m["training"].get("validation", {}).get("precision"),
              "recall": m["training"].get("validation", {}).get("recall"),
-             "source": m["training"].get("source"), "path": m["path"]}
+             "source": m["training"].get("source"), "path": m["path"], "verified": _verified(args, Path(m["path"]))}
             for m in persistence.list_models(_models_dir(args))]
     out(args, rows, render(rows, [("name", "name"), ("created", "created"), ("horizon_s", "horizon s"),
                                   ("threshold", "threshold"), ("precision", "val. precision"),
-                                  ("recall", "val. recall"), ("source", "trained on")])
+                                  ("recall", "val. recall"), ("source", "trained on"),
+                                  ("verified", "verified")])
         if rows else f"no models in {_models_dir(args)}; train one with `sentinel train --data DIR`")
     return EXIT_OK
 
@@ -92,8 +107,10 @@ def cmd_model_list(args: argparse.Namespace) -> int:
 def cmd_model_show(args: argparse.Namespace) -> int:
     from sentinel.models import persistence
 
-    meta = persistence.metadata(persistence.resolve(args.name, _models_dir(args)))
+    directory = persistence.resolve(args.name, _models_dir(args))
+    meta = persistence.metadata(directory)
     shown = {k: v for k, v in meta.items() if k not in ("healthy_median", "healthy_scale")}
+    shown["verified"] = _verified(args, directory)
     lines = [f"{k}: {fmt_value(v)}" for k, v in shown.items() if k not in ("features", "training", "versions")]
     lines += ["training:"] + [f"  {k}: {_flat(v)}" for k, v in meta["training"].items()]
     lines += ["versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())]
