@@ -26,7 +26,7 @@ from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.sdnotify import Heartbeat
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
-from sentinel.transport.deadletter import send_dead_letter
+from sentinel.transport.deadletter import DeadLetterBatch
 
 log = logging.getLogger(__name__)
 XID_DEDUP_S = 60.0
@@ -77,6 +77,7 @@ class Detector:
             metrics.set_model("hazard", hazard.name[:64], hazard.created_ts)
         self.peers = PeerComparison()
         self.unsent: list[Finding] = []  # findings whose publish failed: sent before anything else, then committed
+        self.dead_letters = DeadLetterBatch(transport, metrics)  # a poll's bad messages, sent in one batch
         self.known: set[str] = set()  # the scheduler's nodes (empty: not listed yet, every name accepted)
         self._known_read = float("-inf")
 
@@ -107,8 +108,8 @@ class Detector:
             record = self._decode(message, now)
             if self.known and isinstance(record, (TelemetrySample, LogEvent)) and record.node not in self.known:
                 if not message.replay:  # a name the scheduler does not manage: invented, or a misnamed agent
-                    send_dead_letter(self.transport, message, f"node {record.node!r} is not managed by the "
-                                     "scheduler (agent.node must be the scheduler's node name)", self.metrics, now)
+                    self.dead_letters.add(message, f"node {record.node!r} is not managed by the scheduler "
+                                          "(agent.node must be the scheduler's node name)", now)
                 continue
             if isinstance(record, TelemetrySample):
                 found = self.on_sample(record, now)
@@ -129,6 +130,7 @@ class Detector:
             for node, probability in self.hazard.scored.items():  # the model's risk of every node it just scored
                 self.metrics.set_node_risk(node, probability, now)
         self.repo.record_samples(samples)
+        self.dead_letters.send()
         for topic, count in consumed.items():
             self.metrics.messages_consumed.labels(topic).inc(count)
         self.unsent.extend(findings)
@@ -141,11 +143,14 @@ class Detector:
         return len(messages)
 
     def _publish_unsent(self, now: float) -> None:
-        while self.unsent:
-            finding = self.unsent[0]
-            self.transport.publish(self.findings_topic, finding.node, codec.encode(finding))  # may raise
-            self.unsent.pop(0)
-            self.metrics.messages_published.labels(self.findings_topic).inc()
+        """Publish ``unsent`` in one acknowledged batch (may raise: then all stay, and go again; the store and
+        the controller ignore a finding id seen twice)."""
+        if not self.unsent:
+            return
+        self.transport.publish_batch([(self.findings_topic, f.node, codec.encode(f)) for f in self.unsent])
+        sent, self.unsent = self.unsent, []
+        self.metrics.messages_published.labels(self.findings_topic).inc(len(sent))
+        for finding in sent:
             self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
             if finding.severity in RISKY:
                 self.metrics.set_node_risk(finding.node, finding.confidence, now)
@@ -157,7 +162,7 @@ class Detector:
             return codec.decode_as(message.value, kind)
         except CodecError as exc:
             if not message.replay:  # a replayed message was dead-lettered when it was live
-                send_dead_letter(self.transport, message, exc.reason, self.metrics, now)
+                self.dead_letters.add(message, exc.reason, now)
             return None
 
     def run(self, stop: threading.Event, notify: Callable[[str], None] | None = None) -> None:

@@ -1,4 +1,9 @@
-"""Dead letters: a message no service can use is kept whole, with the reason and its origin, and counted."""
+"""Dead letters: a message no service can use is kept whole, with the reason and its origin, and counted.
+
+A service that meets many bad messages in one poll (a misconfigured agent, a flood) sends their dead letters in
+one batch (``DeadLetterBatch``): one acknowledged produce per poll, not one round trip per message, so a flood of
+garbage cannot slow the handling of the good messages beside it to the broker's round-trip rate.
+"""
 
 from __future__ import annotations
 
@@ -13,20 +18,40 @@ from sentinel.transport import DEAD_LETTERS, Message, Transport
 log = logging.getLogger(__name__)
 
 
+class DeadLetterBatch:
+    """Dead letters gathered while a poll's messages are handled; ``send`` publishes them in one batch."""
+
+    def __init__(self, transport: Transport, metrics: Metrics) -> None:
+        self.transport = transport
+        self.metrics = metrics
+        self.pending: list[tuple[Message, DeadLetter]] = []
+
+    def add(self, message: Message, reason: str, now: float) -> None:
+        letter = DeadLetter(ts=now, reason=reason[:4096], source_topic=message.topic,
+                            source_partition=message.partition, source_offset=message.offset,
+                            key=message.key[:256] if message.key else None, payload=message.value)
+        self.metrics.dead_letters.labels(message.topic).inc()
+        log.debug("dead letter from %s[%d]@%d: %s", message.topic, message.partition, message.offset, reason)
+        self.pending.append((message, letter))
+
+    def send(self) -> None:
+        """Publish what was gathered; if even that fails, log each message whole so nothing is lost."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        first, letter = pending[0]
+        log.warning("%d dead letter(s); the first from %s[%d]@%d: %s", len(pending), first.topic, first.partition,
+                    first.offset, letter.reason)
+        try:
+            self.transport.publish_batch([(DEAD_LETTERS, m.key, codec.encode(d)) for m, d in pending])
+        except TransportError as exc:
+            for message, dead in pending:
+                log.error("dead-letter topic refused the message (%s); reason=%s payload=%r", exc, dead.reason,
+                          message.value[:4096])
+
+
 def send_dead_letter(transport: Transport, message: Message, reason: str, metrics: Metrics, now: float) -> None:
-    """Publish ``message`` to the dead-letter topic; if even that fails, log it whole so nothing is lost."""
-    letter = DeadLetter(
-        ts=now,
-        reason=reason[:4096],
-        source_topic=message.topic,
-        source_partition=message.partition,
-        source_offset=message.offset,
-        key=message.key[:256] if message.key else None,
-        payload=message.value,
-    )
-    metrics.dead_letters.labels(message.topic).inc()
-    log.warning("dead letter from %s[%d]@%d: %s", message.topic, message.partition, message.offset, reason)
-    try:
-        transport.publish(DEAD_LETTERS, message.key, codec.encode(letter))
-    except TransportError as exc:
-        log.error("dead-letter topic refused the message (%s); payload=%r", exc, message.value[:4096])
+    """Publish one dead letter at once (services that meet bad messages one at a time)."""
+    batch = DeadLetterBatch(transport, metrics)
+    batch.add(message, reason, now)
+    batch.send()
