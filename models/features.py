@@ -2,8 +2,9 @@
 relative to the GPU's peers (the other GPUs of its node, which run the same job in lock-step).
 
 Pure functions over named arrays in time order, exactly what ``NodeWindow.series`` returns for one node
-(GPU fields shaped (T, G), node fields (T,)), or the same with extra leading axes after time for a whole fleet
-at once (GPU fields (T, N, G), node fields (T, N)) as the trainer uses. ``FEATURES`` is the column order; it is
+(GPU fields shaped (T, G), node fields (T,)), or the same with a node axis after time for a whole fleet
+at once (GPU fields (T, N, G), node fields (T, N); ``ts`` (T,) when the nodes share one time axis, as the
+trainer's do, or (T, N) when each window has its own, as the detector's do). ``FEATURES`` is the column order; it is
 stored with every model and checked when a model is loaded.
 
 Counter rates survive resets (a driver reload or reboot starts the count again): as in ``sentinel.counters``,
@@ -55,7 +56,8 @@ MAD_TO_SD = 1.4826
 
 def slope_per_min(values: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """Least-squares slope along axis 0 per minute, ignoring NaN readings (0 when fewer than 2 remain)."""
-    t = (ts - ts[-1]).reshape((-1,) + (1,) * (values.ndim - 1))
+    t = ts - ts[-1]  # (T,), or (T, N): each stacked window on its own times
+    t = t.reshape(t.shape + (1,) * (values.ndim - t.ndim))
     ok = ~np.isnan(values)
     n = ok.sum(axis=0)
     tt = np.where(ok, t, 0.0)
@@ -187,9 +189,7 @@ def physical_evidence(rows: np.ndarray) -> np.ndarray:
 def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.ndarray:
     """The feature matrix (..., G, len(FEATURES)) of the window ``series`` (see the module docstring). The
     excess columns hold the raw deviations from peers until ``DeviationBaseline.apply`` subtracts a baseline."""
-    ts = series["ts"]
-    if ts.ndim != 1:
-        ts = ts.reshape(ts.shape[0], -1)[:, 0]  # a fleet's samples share one time axis
+    ts = series["ts"]  # (T,): one time axis for every node; (T, N): each node's own (the detector's windows)
     temp, power, clock = series["temp_c"], series["power_w"], series["sm_clock_mhz"]
     gpus_shape = temp.shape[1:]
     quarter = max(temp.shape[0] // 4, 1)

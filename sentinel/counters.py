@@ -41,10 +41,12 @@ def counter_increase(values: np.ndarray) -> np.ndarray:
 
 
 def rate_per_h(values: np.ndarray, ts: np.ndarray, last: int | None = None) -> np.ndarray:
-    """Counter increase per hour over the window, or over its last ``last`` steps."""
+    """Counter increase per hour over the window, or over its last ``last`` steps. ``ts`` is (T,), or (T, N) for
+    N windows of their own times stacked on axis 1."""
     inc = counter_increase(values)
     steps = inc.shape[0] if last is None else min(last, inc.shape[0])
     if steps == 0:
         return np.zeros(values.shape[1:])
-    span = float(ts[-1] - ts[-1 - steps])
-    return inc[-steps:].sum(axis=0) * 3600.0 / max(span, 1e-9)
+    total = inc[-steps:].sum(axis=0)
+    span = np.maximum(np.asarray(ts[-1] - ts[-1 - steps], dtype=np.float64), 1e-9)  # one per node if ts is (T, N)
+    return total * 3600.0 / span.reshape(span.shape + (1,) * (total.ndim - span.ndim))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from sentinel.counters import counter_increase, rate_per_h
+from sentinel.detector.hazard_scoring import stack_series
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import GpuReading, GpuState, NicReading, NvLinkReading, TelemetrySample
 from sentinel.models.features import (
@@ -165,6 +166,35 @@ def test_the_window_series_feeds_the_features_in_time_order() -> None:
     x = gpu_features(series, window.xid_age_s(240.0, 86_400.0))
     assert x[0, col("ecc_sbe_per_h")] == pytest.approx(4 * 3600 / 120)
     assert x[0, col("ib_symbol_error_per_h")] == pytest.approx(20 * 3600 / 120)
+
+
+def test_windows_stacked_on_their_own_times_give_each_window_its_own_features() -> None:
+    """The detector scores its fleet's full windows in one pass (``stack_series``); each window keeps its own
+    sample times, ring position, counter base and Xid age, so the rows equal those of one window at a time."""
+    rng = np.random.default_rng(7)
+    windows = []
+    for n in range(3):
+        window = NodeWindow(6, gpus=4)
+        for k in range(6 + 2 * n + 1):  # rings wrapped to different positions
+            gpus = [GpuReading(index=g, temp_c=float(rng.normal(60, 3)), power_w=float(rng.normal(500, 20)),
+                               sm_clock_mhz=1980.0 - 50 * (g == n), util_gpu_pct=90.0,
+                               ecc_sbe_volatile=2**25 * n + k * (g + 1) * int(rng.integers(0, 3)),
+                               pcie_replay=k * n, row_remap_pending=g == 3,
+                               throttle_reasons=0x40 if (k + g) % 3 == 0 else 0) for g in range(4)]
+            if n == 1:
+                gpus[2] = GpuReading(index=2, state=GpuState.LOST)
+            ib = NicReading(name="mlx5_0/1", link_layer="infiniband",
+                            counters={"symbol_error": 7 * k * n, "link_error_recovery": k // 3, "link_downed": 0})
+            window.push(TelemetrySample(node=f"n{n}", ts=1000.0 * n + 13.0 * k + 0.1 * n * k, gpus=gpus, nics=[ib]))
+        window.note_xid(1, 63, window.last_ts - 100.0 * n)
+        windows.append(window)
+    series = stack_series(windows)
+    assert series["temp_c"].shape == (6, 3, 4) and series["ts"].shape == (6, 3)
+    ages = np.stack([w.xid_age_s(w.last_ts, 86_400.0) for w in windows])
+    stacked = gpu_features(series, ages)
+    for i, window in enumerate(windows):
+        one = gpu_features(window.series(), window.xid_age_s(window.last_ts, 86_400.0))
+        np.testing.assert_allclose(stacked[i], one, rtol=1e-12, equal_nan=True)
 
 
 def test_xid_age_counts_only_precursor_xids() -> None:

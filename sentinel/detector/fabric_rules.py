@@ -5,8 +5,6 @@ Each fires once per episode (the window remembers what it reported) and cites it
 
 from __future__ import annotations
 
-import statistics
-
 import numpy as np
 
 from sentinel.config import StragglerConfig
@@ -83,16 +81,16 @@ def straggler_rule(window: NodeWindow, sample: TelemetrySample, config: Straggle
     operator decides whether the job is better off without the node.
     """
     busy = [g for g in sample.gpus if g.util_gpu_pct is not None and g.sm_clock_mhz is not None]
-    if len(busy) < 2 or statistics.median(g.util_gpu_pct or 0.0 for g in busy) < config.min_util_pct:
+    if len(busy) < 2 or _median([g.util_gpu_pct or 0.0 for g in busy]) < config.min_util_pct:
         window.slow_streak.clear()
         return []
-    low = config.clock_ratio * peer_clock_now(busy)
-    if not window.slow_streak and not window.slow_reported and all((g.sm_clock_mhz or 0.0) >= low for g in busy):
+    clocks = [g.sm_clock_mhz or 0.0 for g in busy]
+    if not window.slow_streak and not window.slow_reported and min(clocks) >= config.clock_ratio * _median(clocks):
         return []  # nobody lags and no episode is open: the common case
     series = window.series(1)
     clock, util, power = series["sm_clock_mhz"][-1], series["util_pct"][-1], series["power_w"][-1]
     peer_clock = peer_clock_now(busy)
-    peer_util = statistics.median(g.util_gpu_pct or 0.0 for g in busy)
+    peer_util = _median([g.util_gpu_pct or 0.0 for g in busy])
     out: list[Finding] = []
     if not (peer_clock > 0 and peer_util >= config.min_util_pct) or len(clock) < 2:
         window.slow_streak.clear()
@@ -121,4 +119,11 @@ def straggler_rule(window: NodeWindow, sample: TelemetrySample, config: Straggle
 
 
 def peer_clock_now(busy: list[GpuReading]) -> float:
-    return float(statistics.median(g.sm_clock_mhz or 0.0 for g in busy))
+    return float(_median([g.sm_clock_mhz or 0.0 for g in busy]))
+
+
+def _median(values: list[float]) -> float:
+    """``statistics.median`` of a short list, without its generality (this runs on every sample)."""
+    ordered = sorted(values)
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2

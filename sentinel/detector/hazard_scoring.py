@@ -14,7 +14,7 @@ import numpy as np
 
 from sentinel.config import HazardConfig
 from sentinel.detector.findings import make_finding
-from sentinel.detector.windows import NodeWindow
+from sentinel.detector.windows import GPU_FIELDS, NODE_FIELDS, NodeWindow
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
 from sentinel.models import persistence
 from sentinel.models.features import (
@@ -63,10 +63,9 @@ class HazardScorer:
         started = time.perf_counter()
         blocks: list[np.ndarray] = []
         where: list[tuple[str, int]] = []
-        for node in due:
+        for node, feats in _features(windows, due):
             window = windows[node]
             self.last_scored[node] = self._slot(window.last_ts)
-            feats = gpu_features(window.series(), window.xid_age_s(window.last_ts, XID_AGE_CAP_S))
             self.baselines.setdefault(node, DeviationBaseline()).apply(feats, window.last_ts)
             alive = [g for g in range(feats.shape[0]) if g not in window.lost and not np.isnan(feats[g, _OWN])]
             blocks.append(feats[alive])
@@ -138,6 +137,43 @@ class HazardScorer:
         return make_finding("isolation-forest", FindingClass.ANOMALY, node, now, ts, Severity.WARNING,
                             Recommendation.ALERT, 0.5, f"GPU {gpu}: telemetry unlike any healthy GPU in training "
                             f"(score {score:.3f})", gpu, evidence)
+
+
+def _features(windows: dict[str, NodeWindow], due: list[str]) -> list[tuple[str, np.ndarray]]:
+    """Each due node's feature matrix (G, len(FEATURES)) before its baseline. Full windows of one width (the
+    fleet's steady state) are stacked and go through ``gpu_features`` in one pass, each on its own times; the
+    others (a node still filling its window, an odd GPU count) one by one."""
+    groups: dict[tuple[int, int], list[str]] = {}
+    out: list[tuple[str, np.ndarray]] = []
+    for node in due:
+        window = windows[node]
+        if window.count >= window.size:
+            groups.setdefault((window.size, window.gpus), []).append(node)
+        else:
+            out.append((node, gpu_features(window.series(), window.xid_age_s(window.last_ts, XID_AGE_CAP_S))))
+    for nodes in groups.values():
+        stacked = [windows[n] for n in nodes]
+        series = stack_series(stacked)
+        ages = np.stack([w.xid_age_s(w.last_ts, XID_AGE_CAP_S) for w in stacked])
+        feats = gpu_features(series, ages)  # (N, G, F)
+        out.extend(zip(nodes, feats, strict=True))
+    return out
+
+
+def stack_series(windows: list[NodeWindow]) -> dict[str, np.ndarray]:
+    """``NodeWindow.series()`` of full windows of one shape, stacked on a node axis after time: GPU fields and
+    ``throttle`` (T, N, G), node fields (T, N)."""
+    size = windows[0].size
+    rows = np.array([[(w.count + k) % size for k in range(size)] for w in windows])  # oldest first, per window
+    pick = (np.arange(len(windows))[:, None], rows)
+    gpu = np.stack([w.gpu for w in windows])[pick].astype(np.float64)  # (N, T, F, G)
+    gpu += np.stack([w.base for w in windows])[:, None]
+    node = np.stack([w.node for w in windows])[pick]  # (N, T, fields)
+    throttle = np.stack([w.throttle for w in windows])[pick]  # (N, T, G)
+    out = {name: gpu[:, :, i, :].transpose(1, 0, 2) for i, name in enumerate(GPU_FIELDS)}
+    out.update({name: node[:, :, i].T for i, name in enumerate(NODE_FIELDS)})
+    out["throttle"] = throttle.transpose(1, 0, 2)
+    return out
 
 
 def load_scorer(config: HazardConfig, verify_keys: list[bytes] | None = None) -> HazardScorer | None:

@@ -15,7 +15,9 @@ reads a clock or the network. Sized for a 100k-GPU fleet in one process (issue 1
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,8 +32,12 @@ if TYPE_CHECKING:
 __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
 
 # counter warnings watch PCIe replays and NVLink CRC (adjacent fields) and the remap-pending flag
-_PCIE, _PENDING = GPU_FIELDS.index("pcie_replay"), GPU_FIELDS.index("remap_pending")
+_PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink_crc", "remap_pending"))
 assert GPU_FIELDS[_PCIE:_PENDING] == ("pcie_replay", "nvlink_crc")
+_FIRST_COUNTER = GPU_FIELDS.index("ecc_sbe")
+assert GPU_FIELDS[_FIRST_COUNTER:_PENDING] == ("ecc_sbe", "pcie_replay", "nvlink_crc")
+_READ = operator.attrgetter("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile", "pcie_replay")
+_ABSENT = (math.nan,) * len(GPU_FIELDS)
 _EXACT = float(2**24)  # float32 holds every integer up to here
 _NAN = math.nan
 _IB_NAMES = tuple(name.removeprefix("ib_") for name in IB_COUNTERS)
@@ -42,7 +48,8 @@ class NodeWindow:
 
     __slots__ = ("size", "count", "gpu", "base", "node", "throttle", "temp_c", "last_ts", "lost", "hot_reported",
                  "hot_warned", "slow_streak", "slow_reported", "ib_rate_reported", "counter_reported",
-                 "precursor_xid_ts", "counters_moved", "ib_moved", "last")
+                 "precursor_xid_ts", "counters_moved", "ib_moved", "last", "last_ib",
+                 "last_rows")
 
     def __init__(self, size: int, gpus: int = 8) -> None:
         self.size = size
@@ -63,6 +70,8 @@ class NodeWindow:
         self.precursor_xid_ts: dict[int, float] = {}  # GPU -> time of its last Xid 63/64
         self.counters_moved = False  # a GPU counter rose, or a remap is pending, in the last push
         self.ib_moved = False  # an InfiniBand counter rose in the last push
+        self.last_ib: list[float] = []  # the InfiniBand counters of the last push (NODE_FIELDS[1:])
+        self.last_rows: list[tuple[float, ...]] = []  # the GPU fields of the last push, per GPU (NaN: none)
         self.last: dict[int, LastReading] = {}  # each GPU's previous reading, as far as the rules need it
 
     @property
@@ -81,45 +90,49 @@ class NodeWindow:
 
     def push(self, sample: TelemetrySample) -> None:
         gpus = sample.gpus
-        top = max((g.index for g in gpus), default=-1) + 1
-        if top > self.gpu.shape[2]:
-            self._ensure_gpus(top)
         width = self.gpu.shape[2]
-        fields = len(GPU_FIELDS)
-        flat = [_NAN] * (width * fields)
+        rows = [_ABSENT] * width  # per GPU, GPU_FIELDS in order (NaN: no reading)
         throttle = [0] * width
         for g in gpus:
+            index = g.index
+            if index >= width:
+                self._ensure_gpus(index + 1)
+                rows += [_ABSENT] * (index + 1 - width)
+                throttle += [0] * (index + 1 - width)
+                width = index + 1
             if g.state is GpuState.OK:
-                crc = sum(link.crc_errors or 0 for link in g.nvlinks) if g.nvlinks else None
-                at = g.index * fields
-                flat[at:at + fields] = [_NAN if v is None else v for v in (
-                    g.temp_c, g.power_w, g.sm_clock_mhz, g.util_gpu_pct, g.ecc_sbe_volatile, g.pcie_replay, crc,
-                    g.row_remap_pending)]
-            throttle[g.index] = g.throttle_reasons or 0
-        offset = np.array(flat).reshape(width, fields).T - self.base  # (fields, GPUs)
-        if (np.abs(offset) >= _EXACT).any():  # only counters get there (gauges are far smaller)
+                values = _READ(g)
+                if None in values:
+                    values = tuple(_NAN if v is None else v for v in values)
+                crc = sum(link.crc_errors or 0 for link in g.nvlinks) if g.nvlinks else _NAN
+                pending = g.row_remap_pending
+                rows[index] = (*values, crc, _NAN if pending is None else float(pending))
+            throttle[index] = g.throttle_reasons or 0
+        fields = len(GPU_FIELDS)
+        flat = np.fromiter(itertools.chain.from_iterable(rows), np.float64, width * fields)
+        offset = flat.reshape(width, fields).T - self.base  # (fields, GPUs)
+        if np.fmax.reduce(np.abs(offset[_FIRST_COUNTER:_PENDING]), axis=None) >= _EXACT:  # only counters get there
             self._rebase(offset)
         row = self.count % self.size
         stored = self.gpu[row]
         stored[:] = offset
         self.throttle[row] = throttle
-        if self.count:
-            previous = self.gpu[(self.count - 1) % self.size]
-            self.counters_moved = bool((stored[_PCIE:_PENDING] > previous[_PCIE:_PENDING]).any()
-                                       or (stored[_PENDING] > 0).any())
-        else:
-            self.counters_moved = bool((stored[_PENDING] > 0).any())
+        self.counters_moved = any(r[_PENDING] > 0 for r in rows) or any(
+            now[_PCIE] > then[_PCIE] or now[_NVLINK] > then[_NVLINK] for now, then in zip(rows, self.last_rows,
+                                                                                        strict=False))
+        self.last_rows = rows
         ib = [_NAN] * len(IB_COUNTERS)
         for nic in sample.nics:
-            if nic.link_layer.lower() == "infiniband":
+            layer = nic.link_layer
+            if layer == "infiniband" or layer.lower() == "infiniband":
                 counters = nic.counters
                 for i, name in enumerate(_IB_NAMES):
                     value = counters.get(name)
                     if value is not None:
-                        ib[i] = value if math.isnan(ib[i]) else ib[i] + value
-        before = self.node[(self.count - 1) % self.size] if self.count else None
+                        ib[i] = value if ib[i] != ib[i] else ib[i] + value  # NaN != NaN: the first port
         self.node[row] = (sample.ts, *ib)
-        self.ib_moved = before is not None and any(now > then for now, then in zip(ib, before[1:], strict=True))
+        self.ib_moved = self.count > 0 and any(now > then for now, then in zip(ib, self.last_ib, strict=False))
+        self.last_ib = ib
         self.count += 1
         self.last_ts = sample.ts
 
