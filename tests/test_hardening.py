@@ -4,6 +4,7 @@ reused), and a config file that holds a secret while others can read it."""
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -14,6 +15,7 @@ import pytest
 from sentinel.config import load
 from sentinel.errors import ConfigError
 from sentinel.hooks import ack
+from sentinel.models.hazard import HazardModel
 from tests.slurm_cluster import SlurmCluster, wait_for
 from tests.test_slurm_actuator import config
 
@@ -94,13 +96,19 @@ def test_a_config_with_a_secret_that_others_can_read_is_refused(tmp_path: Path) 
     assert load(path, {}).store.url == "sqlite:///x.db"
 
 
-def _saved_model(root: Path) -> Path:
-    from sentinel.models import persistence
+@functools.cache
+def _fitted() -> HazardModel:
+    """One small model for every test here (fitting it is the slow part; each test saves its own copy)."""
     from sentinel.models.hazard import fit
     from tests.test_hazard import _synthetic
 
-    return persistence.save(fit(_synthetic(rows=600), horizon_s=3600.0, target_precision=0.9), root, "m1", "abc",
-                            "synthetic")
+    return fit(_synthetic(rows=600), horizon_s=3600.0, target_precision=0.9)
+
+
+def _saved_model(root: Path) -> Path:
+    from sentinel.models import persistence
+
+    return persistence.save(_fitted(), root, "m1", "abc", "synthetic")
 
 
 def test_a_model_file_changed_after_training_is_not_loaded(tmp_path: Path) -> None:
@@ -277,11 +285,9 @@ def test_with_a_service_key_only_models_it_signed_are_loaded(tmp_path: Path) -> 
     import json
 
     from sentinel.models import persistence
-    from sentinel.models.hazard import fit
-    from tests.test_hazard import _synthetic
 
     key, other = b"k" * 32, b"o" * 32
-    model = fit(_synthetic(rows=600), horizon_s=3600.0, target_precision=0.9)
+    model = _fitted()
     signed = persistence.save(model, tmp_path, "signed", "abc", "synthetic", sign_key=key)
     assert persistence.load(signed, [other, key]).threshold > 0  # any of the keys (rotation)
     with pytest.raises(ConfigError, match="does not match"):
