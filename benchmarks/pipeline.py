@@ -8,11 +8,14 @@ In one run, on fresh topics of the given broker:
    (``two_process_msgs_per_s``);
 4. live latency: samples produced at a steady rate while the detector runs, some with a GPU that fell off the
    bus; sample-to-finding latency p50/p99 is measured at a findings consumer;
-5. detector memory per tracked GPU (tracemalloc over 1,000 nodes with full windows, scored by the model).
+5. detector memory per tracked GPU (tracemalloc over ``nodes`` nodes, 1,000 by default, with full windows,
+   scored by the model).
 
-The detector is the one ``sentinel detector`` runs, at product defaults (``DETECTOR_AS_SHIPPED``): every rule,
-counter warnings, peer comparison, stragglers, and the hazard model with a trained model loaded (``--model``, by
-default the cached model trained on the shipped training scenario); the JSON's ``features`` says what was on.
+The detector is the one ``sentinel detector`` runs, with its garbage-collector thresholds (``relax_gc``, applied
+to the whole bench process, so the bare consumer runs under them too), at product defaults
+(``DETECTOR_AS_SHIPPED``): every rule, counter warnings, peer comparison, stragglers, and the hazard model with
+a trained model loaded (``--model``, by default the cached model trained on the shipped training scenario); the
+JSON's ``features`` says what was on.
 ``--compression`` picks the producer's compression (the agents' ``transport.kafka.compression``).
 """
 
@@ -39,7 +42,7 @@ from sentinel.benchmarks.codec import sample_message
 from sentinel.clock import Clock, ManualClock, SystemClock
 from sentinel.config import DetectorConfig, from_mapping
 from sentinel.detector.hazard_scoring import load_scorer
-from sentinel.detector.service import Detector
+from sentinel.detector.service import Detector, relax_gc
 from sentinel.events import Finding, GpuState, TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.sim.trainset import cached_model
@@ -122,6 +125,7 @@ def _kafka(broker: str, compression: str | None = "zstd") -> KafkaTransport:
 
 def worker(broker: str, run: str, group: str, model: str, idle_s: float = 3.0) -> None:
     """One detector group member for the two-process measurement; prints its counts and times as JSON."""
+    relax_gc()
     with tempfile.TemporaryDirectory() as tmp:
         transport = _kafka(broker)
         detector = _detector(transport, _store(tmp), model or None, SystemClock(), group, _topics(run))
@@ -230,6 +234,7 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
     """``model``: a model directory, or None for the cached model trained on the shipped scenario (trained on
     first use); "none" runs the rules alone."""
     say = progress or (lambda text: None)
+    relax_gc()  # as `sentinel detector` runs; the bare consumer, measured in this process too, gets it as well
     if model is None:
         model = cached_model(say)
     elif model == "none":
@@ -255,7 +260,7 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
         say("live sample-to-finding latency")
         latencies = sorted(_latency(broker, tmp, model))
     say("memory per tracked GPU (full windows, every node scored)")
-    per_gpu = _bytes_per_gpu(model)
+    per_gpu = _bytes_per_gpu(model, nodes)
     p = (lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 4)) if latencies else (
         lambda q: None)
     return {

@@ -28,7 +28,7 @@ from sentinel.collectors.spool import Spool
 from sentinel.config import Config
 from sentinel.controller import Controller
 from sentinel.detector.hazard_scoring import load_scorer
-from sentinel.detector.service import Detector
+from sentinel.detector.service import Detector, relax_gc
 from sentinel.errors import ConfigError, ModelRefused, TransportError
 from sentinel.housekeeping import start_background
 from sentinel.load.service import LoadService, build_load_service
@@ -307,6 +307,7 @@ def _service_transport(config: Config) -> Transport:
 def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None = None) -> Detector:
     """One detector group member: telemetry and logs in, findings out (scale out by starting more)."""
     metrics = metrics if metrics is not None else Metrics()
+    relax_gc()
     transport = _service_transport(config)
     repo = open_repository(config, migrate=False)
     detector = build_detector(config, SystemClock(), metrics, repo, transport)

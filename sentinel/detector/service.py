@@ -7,6 +7,7 @@ effects, so a crash replays rather than loses (findings have stable ids; the sto
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -33,6 +34,16 @@ XID_DEDUP_S = 60.0
 RISK_TTL_S = 900.0  # a node's rule-based risk is shown this long after its last critical or fatal finding
 RISKY = (Severity.CRITICAL, Severity.FATAL)
 KNOWN_REFRESH_S = 60.0  # how often the scheduler's node list is read from the store
+# The cyclic collector's thresholds for a detector process (CPython's default: 700, 10, 10). Each message
+# allocates a few hundred short-lived objects (the decoded sample, kafka-python's record parsing), nearly all
+# freed by reference counting; with the default the collector ran every few messages and, in its older
+# generations, walked every window. Measured with `sentinel bench pipeline`: docs/benchmarks.md.
+GC_THRESHOLDS = (100_000, 50, 100)
+
+
+def relax_gc() -> None:
+    """Collect cycles far less often (process-wide; the detector service and its benchmark call it)."""
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class SampleStore(Protocol):
