@@ -164,7 +164,8 @@ def stack_series(windows: list[NodeWindow]) -> dict[str, np.ndarray]:
     """``NodeWindow.series()`` of full windows of one shape, stacked on a node axis after time: GPU fields and
     ``throttle`` (T, N, G), node fields (T, N)."""
     size = windows[0].size
-    rows = np.array([[(w.count + k) % size for k in range(size)] for w in windows])  # oldest first, per window
+    counts = np.array([w.count for w in windows])
+    rows = (counts[:, None] + np.arange(size)) % size  # oldest first, per window
     pick = (np.arange(len(windows))[:, None], rows)
     gpu = np.stack([w.gpu for w in windows])[pick].astype(np.float64)  # (N, T, F, G)
     gpu += np.stack([w.base for w in windows])[:, None]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from array import array
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -39,6 +40,7 @@ assert GPU_FIELDS[_FIRST_COUNTER:_PENDING] == ("ecc_sbe", "pcie_replay", "nvlink
 _READ = operator.attrgetter("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile", "pcie_replay")
 _ABSENT = (math.nan,) * len(GPU_FIELDS)
 _EXACT = float(2**24)  # float32 holds every integer up to here
+STAGED = 8  # pushes kept as C doubles before they go into the rings in one numpy pass
 _NAN = math.nan
 _IB_NAMES = tuple(name.removeprefix("ib_") for name in IB_COUNTERS)
 
@@ -46,19 +48,24 @@ _IB_NAMES = tuple(name.removeprefix("ib_") for name in IB_COUNTERS)
 class NodeWindow:
     """The last ``size`` samples of one node: per-GPU fields, throttle reasons, node counters, precursor Xids."""
 
-    __slots__ = ("size", "count", "gpu", "base", "node", "throttle", "temp_c", "last_ts", "lost", "hot_reported",
-                 "hot_warned", "slow_streak", "slow_reported", "ib_rate_reported", "counter_reported",
-                 "precursor_xid_ts", "counters_moved", "ib_moved", "last", "last_ib",
-                 "last_rows")
+    __slots__ = ("size", "count", "_gpu", "_base", "_node", "_throttle", "_staged", "_staged_throttle",
+                 "_staged_node", "_pending", "last_ts", "lost", "hot_reported", "hot_warned", "slow_streak",
+                 "slow_reported", "ib_rate_reported", "counter_reported", "precursor_xid_ts", "counters_moved",
+                 "ib_moved", "last", "last_ib", "last_rows")
 
     def __init__(self, size: int, gpus: int = 8) -> None:
         self.size = size
-        self.count = 0  # samples seen (the ring holds min(count, size))
-        self.gpu = np.full((size, len(GPU_FIELDS), gpus), np.nan, dtype=np.float32)
-        self.base = np.zeros((len(GPU_FIELDS), gpus))  # float64; a counter's moves when it leaves float32's range
-        self.node = np.full((size, len(NODE_FIELDS)), np.nan)
-        self.throttle = np.zeros((size, gpus), dtype=np.int64)
-        self.temp_c = self.gpu[:, 0, :]  # a view: the thermal rule reads it directly
+        self.count = 0  # samples seen (the ring holds min(count, size)), staged ones included
+        self._gpu = np.full((size, len(GPU_FIELDS), gpus), np.nan, dtype=np.float32)
+        self._base = np.zeros((len(GPU_FIELDS), gpus))  # float64; a counter's moves when it leaves float32's range
+        self._node = np.full((size, len(NODE_FIELDS)), np.nan)
+        self._throttle = np.zeros((size, gpus), dtype=np.int64)
+        # Pushed samples not yet in the rings, as C doubles and int64 (8 bytes a value, no Python objects): the
+        # rings take them a few at a time (STAGED samples, or as soon as anything reads the window).
+        self._staged = array("d")
+        self._staged_throttle = array("q")
+        self._staged_node = array("d")
+        self._pending = 0
         self.last_ts = 0.0
         self.lost: set[int] = set()  # GPUs currently reported lost
         self.hot_reported: set[int] = set()  # GPUs with an open thermal finding in this episode
@@ -74,23 +81,49 @@ class NodeWindow:
         self.last_rows: list[tuple[float, ...]] = []  # the GPU fields of the last push, per GPU (NaN: none)
         self.last: dict[int, LastReading] = {}  # each GPU's previous reading, as far as the rules need it
 
+    # The rings, up to date: (size, fields, GPUs) float32 offsets, the bases, (size, node fields), (size, GPUs).
+    @property
+    def gpu(self) -> np.ndarray:
+        self._settle()
+        return self._gpu
+
+    @property
+    def base(self) -> np.ndarray:
+        self._settle()
+        return self._base
+
+    @property
+    def node(self) -> np.ndarray:
+        self._settle()
+        return self._node
+
+    @property
+    def throttle(self) -> np.ndarray:
+        self._settle()
+        return self._throttle
+
+    @property
+    def temp_c(self) -> np.ndarray:
+        """A view of the temperature rows (the thermal rule reads it directly)."""
+        return self.gpu[:, 0, :]
+
     @property
     def gpus(self) -> int:
-        return int(self.gpu.shape[2])
+        return int(self._gpu.shape[2])
 
     def _ensure_gpus(self, n: int) -> None:
+        self._settle()  # staged samples have the old width
         have = self.gpus
         if n > have:
             grow = n - have
-            self.gpu = np.concatenate([self.gpu, np.full((self.size, len(GPU_FIELDS), grow), np.nan,
-                                                         dtype=np.float32)], axis=2)
-            self.base = np.hstack([self.base, np.zeros((len(GPU_FIELDS), grow))])
-            self.throttle = np.hstack([self.throttle, np.zeros((self.size, grow), dtype=np.int64)])
-            self.temp_c = self.gpu[:, 0, :]
+            self._gpu = np.concatenate([self._gpu, np.full((self.size, len(GPU_FIELDS), grow), np.nan,
+                                                           dtype=np.float32)], axis=2)
+            self._base = np.hstack([self._base, np.zeros((len(GPU_FIELDS), grow))])
+            self._throttle = np.hstack([self._throttle, np.zeros((self.size, grow), dtype=np.int64)])
 
     def push(self, sample: TelemetrySample) -> None:
         gpus = sample.gpus
-        width = self.gpu.shape[2]
+        width = self._gpu.shape[2]
         rows = [_ABSENT] * width  # per GPU, GPU_FIELDS in order (NaN: no reading)
         throttle = [0] * width
         for g in gpus:
@@ -108,15 +141,8 @@ class NodeWindow:
                 pending = g.row_remap_pending
                 rows[index] = (*values, crc, _NAN if pending is None else float(pending))
             throttle[index] = g.throttle_reasons or 0
-        fields = len(GPU_FIELDS)
-        flat = np.fromiter(itertools.chain.from_iterable(rows), np.float64, width * fields)
-        offset = flat.reshape(width, fields).T - self.base  # (fields, GPUs)
-        if np.fmax.reduce(np.abs(offset[_FIRST_COUNTER:_PENDING]), axis=None) >= _EXACT:  # only counters get there
-            self._rebase(offset)
-        row = self.count % self.size
-        stored = self.gpu[row]
-        stored[:] = offset
-        self.throttle[row] = throttle
+        self._staged.extend(itertools.chain.from_iterable(rows))
+        self._staged_throttle.extend(throttle)
         self.counters_moved = any(r[_PENDING] > 0 for r in rows) or any(
             now[_PCIE] > then[_PCIE] or now[_NVLINK] > then[_NVLINK] for now, then in zip(rows, self.last_rows,
                                                                                         strict=False))
@@ -130,18 +156,45 @@ class NodeWindow:
                     value = counters.get(name)
                     if value is not None:
                         ib[i] = value if ib[i] != ib[i] else ib[i] + value  # NaN != NaN: the first port
-        self.node[row] = (sample.ts, *ib)
+        self._staged_node.append(sample.ts)
+        self._staged_node.extend(ib)
         self.ib_moved = self.count > 0 and any(now > then for now, then in zip(ib, self.last_ib, strict=False))
         self.last_ib = ib
         self.count += 1
+        self._pending += 1
         self.last_ts = sample.ts
+        if self._pending >= min(STAGED, self.size):
+            self._settle()
+
+    def _settle(self) -> None:
+        """Move the staged samples into the rings, in order."""
+        k = self._pending
+        if not k:
+            return
+        width, fields = self._gpu.shape[2], len(GPU_FIELDS)
+        readings = np.frombuffer(self._staged, dtype=np.float64).reshape(k, width, fields).transpose(0, 2, 1)
+        rows = (self.count - k + np.arange(k)) % self.size
+        offsets = readings - self._base  # (k, fields, GPUs)
+        if np.fmax.reduce(np.abs(offsets[:, _FIRST_COUNTER:_PENDING]), axis=None) < _EXACT:
+            self._gpu[rows] = offsets  # the common case: no counter left float32's exact range
+        else:
+            for j in range(k):  # as one push at a time would: each reading against the base moved before it
+                offset = readings[j] - self._base
+                if (np.abs(offset[_FIRST_COUNTER:_PENDING]) >= _EXACT).any():
+                    self._rebase(offset)
+                self._gpu[rows[j]] = offset
+        self._throttle[rows] = np.frombuffer(self._staged_throttle, dtype=np.int64).reshape(k, width)
+        self._node[rows] = np.frombuffer(self._staged_node, dtype=np.float64).reshape(k, len(NODE_FIELDS))
+        del readings, offsets
+        self._staged, self._staged_throttle, self._staged_node = array("d"), array("q"), array("d")
+        self._pending = 0
 
     def _rebase(self, offset: np.ndarray) -> None:
         """Move the base of counters whose offset left float32's exact range to the new reading."""
         shift = np.where(np.abs(offset) >= _EXACT, offset, 0.0)
-        self.base += shift
+        self._base += shift
         offset -= shift
-        self.gpu -= shift.astype(np.float32)  # older rows keep float32's relative precision against the jump
+        self._gpu -= shift.astype(np.float32)  # older rows keep float32's relative precision against the jump
 
     def note_xid(self, gpu: int, xid: int, ts: float) -> None:
         if xid in PRECURSOR_XIDS:
