@@ -68,13 +68,14 @@ def sample_rules(
 ) -> list[Finding]:
     """Rules over one new sample (already pushed into ``window``); ``previous`` holds each GPU's last reading."""
     out: list[Finding] = []
+    lost = window.lost
     for gpu in sample.gpus:
-        if gpu.state is GpuState.LOST or gpu.index in window.lost:
+        if gpu.state is GpuState.LOST or (lost and gpu.index in lost):
             out.extend(_gpu_lost(window, sample, gpu, now))
-        prev = previous.get(gpu.index)
-        if gpu.row_remap_failure or (gpu.ecc_dbe_volatile and (prev is None or prev.ecc_dbe_volatile !=
-                                                               gpu.ecc_dbe_volatile)):
-            out.extend(_ecc_dbe(window, sample, gpu, now, prev))
+        if gpu.row_remap_failure or gpu.ecc_dbe_volatile:  # rare: only then is the previous reading needed
+            prev = previous.get(gpu.index)
+            if gpu.row_remap_failure or prev is None or prev.ecc_dbe_volatile != gpu.ecc_dbe_volatile:
+                out.extend(_ecc_dbe(window, sample, gpu, now, prev))
     out.extend(_thermal(window, sample, config, now))
     out.extend(counter_warnings(window, sample, now))
     out.extend(infiniband_rules(window, sample, now))
