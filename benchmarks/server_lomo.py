@@ -34,6 +34,8 @@ REFRACTORY_FACTORS = (1.0, 2.0)  # x the bench's --refractory
 SENTINEL_FITS: dict[str, ServerAnomalyConfig] = {
     "ewma0.3-top3-holdout": ServerAnomalyConfig(),
     "ewma0.3-top5-holdout": ServerAnomalyConfig(top_k=5),
+    "ewma0.3-top3-holdout-tailfloor0.01": ServerAnomalyConfig(min_tail=0.01),
+    "ewma0.3-top3-holdout-tailfloor0.5": ServerAnomalyConfig(min_tail=0.5),
     "last-top3-holdout": ServerAnomalyConfig(alpha=1.0),
     "ewma0.3-top3-insample": ServerAnomalyConfig(calibration_split=0.0),
     "ewma0.3-top5-insample": ServerAnomalyConfig(top_k=5, calibration_split=0.0),

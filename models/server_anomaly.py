@@ -8,7 +8,8 @@ Method (decision 0006), fitted on unlabelled training rows only:
    rows before ``t`` enter the forecast, so scoring is causal and can continue chunk by chunk (``EwmaState``).
 3. **Tail normalisation**: each metric's ``|r|`` is divided by its own ``tail_quantile`` (0.99) of ``|r|`` on
    training, so 1.0 means "as large as the 1 % largest moves this metric made in training". A metric that is
-   always noisy does not drown a quiet one that suddenly moves.
+   always noisy does not drown a quiet one that suddenly moves. The tail has a floor (``min_tail``, in z units):
+   a metric that was constant or step-like in training would otherwise turn any later wobble into a huge score.
 4. **Combined score** = mean of the ``top_k`` largest per-metric scores of the row: one wild metric is less
    convincing than three that move together.
 
@@ -38,7 +39,9 @@ class ServerAnomalyConfig:
     top_k: int = 3
     tail_quantile: float = 0.99
     min_scale: float = 0.01  # in the data's units (SMD and ASD are scaled to [0, 1])
-    min_tail: float = 0.01  # in robust-z units
+    # in robust-z units: a metric that hardly moved in training cannot turn a tiny move into a huge score
+    # (0.1-0.3 is a plateau on SMD and ASD by leave-one-machine-out; 0.01 lets such metrics dominate)
+    min_tail: float = 0.2
     calibration_split: float = 0.5  # share of training rows the calibration model fits; 0 = score them in-sample
 
     def __post_init__(self) -> None:
