@@ -119,10 +119,12 @@ def test_the_row_ring_keeps_the_newest_rows_in_order_as_it_grows_and_wraps() -> 
     assert len(ring) == 100 and ring.rows()[:, 0].tolist() == [float(i) for i in range(150, 250)]
 
 
-def test_a_node_without_host_metrics_is_never_fitted_nor_saved(tmp_path: Path) -> None:
+def test_a_node_without_the_host_collector_is_never_fitted_nor_saved(tmp_path: Path) -> None:
     host = HostAnomaly.from_config(HostAnomalyConfig(state_dir=str(tmp_path), warmup_s=3600.0))
-    for minute in range(180):
-        assert host.observe(TelemetrySample(node="bare", ts=60.0 * minute), now=60.0 * minute) == []
+    for minute in range(180):  # NIC counters alone (simulated fleets) do not make a host model
+        nic = NicReading(name="mlx5_0/1", link_layer="infiniband", counters={"port_xmit_data": 1000 * minute})
+        sample = TelemetrySample(node="bare", ts=60.0 * minute, nics=[nic])
+        assert host.observe(sample, now=60.0 * minute) == []
     assert host.nodes["bare"].fit is None and len(host.nodes["bare"].history) == 0
     assert list(tmp_path.iterdir()) == []
 

@@ -25,7 +25,7 @@ import numpy as np
 from sentinel.config_detector import HostAnomalyConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.host_anomaly_state import HostFit, HostStateFiles
-from sentinel.detector.host_rows import HOST_METRICS, RowBuilder, RowRing
+from sentinel.detector.host_rows import HOST_METRICS, HOST_READING_METRICS, RowBuilder, RowRing
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity, TelemetrySample
 from sentinel.models.server_alerts import budget_threshold
 from sentinel.models.server_anomaly import EwmaState, ServerAnomalyModel, calibration_scores
@@ -87,7 +87,7 @@ class HostAnomaly:
         return node
 
     def _row(self, name: str, node: NodeHost, ts: float, row: np.ndarray, now: float) -> list[Finding]:
-        if not np.isfinite(row).any():  # no host metrics from this node (yet): nothing to learn or save
+        if not np.isfinite(row[:HOST_READING_METRICS]).any():  # no host collector on this node: nothing to learn
             return []
         node.history.append(row)
         node.unsaved += 1

@@ -17,6 +17,7 @@ from sentinel.events import TelemetrySample
 
 HOST_METRICS = ("load1", "load5", "cpu_util_pct", "mem_used_pct", "disk_used_pct", "net_rx_bytes_per_s",
                 "net_tx_bytes_per_s")
+HOST_READING_METRICS = 5  # the first five come from the host collector; a row without any of them is not kept
 # bytes per unit of each receive / transmit counter: Ethernet statistics count bytes, InfiniBand 4-byte words
 RX_COUNTERS = {"rx_bytes": 1, "port_rcv_data": 4}
 TX_COUNTERS = {"tx_bytes": 1, "port_xmit_data": 4}
