@@ -132,3 +132,15 @@ def test_a_node_without_the_host_collector_is_never_fitted_nor_saved(tmp_path: P
 def test_bad_host_anomaly_settings_name_their_path() -> None:
     with pytest.raises(ConfigError, match="detector.host_anomaly.warmup_s"):
         from_mapping({"detector": {"host_anomaly": {"warmup_s": 10}}})
+
+
+def test_on_noise_alone_the_alert_rate_stays_near_the_budget_of_one_per_node_day() -> None:
+    host = HostAnomaly.from_config(HostAnomalyConfig(state_dir=""))  # the defaults: a day's warm-up
+    rng = np.random.default_rng(3)
+    nodes, days = ("n0", "n1", "n2", "n3"), 3
+    alerts = 0
+    for minute in range(1, days * 1440 + 1):
+        for node in nodes:
+            alerts += len(host.observe(_sample(node, 60.0 * minute, rng), now=60.0 * minute))
+    assert all(host.nodes[n].fit is not None for n in nodes)
+    assert alerts / (len(nodes) * (days - 1)) < 2.0  # fitted for the last two days
