@@ -144,3 +144,18 @@ def test_on_noise_alone_the_alert_rate_stays_near_the_budget_of_one_per_node_day
             alerts += len(host.observe(_sample(node, 60.0 * minute, rng), now=60.0 * minute))
     assert all(host.nodes[n].fit is not None for n in nodes)
     assert alerts / (len(nodes) * (days - 1)) < 2.0  # fitted for the last two days
+
+
+def test_rows_replayed_to_a_restarted_detector_are_not_added_to_the_saved_history_twice(tmp_path: Path) -> None:
+    config = HostAnomalyConfig(state_dir=str(tmp_path), warmup_s=3600.0)
+    rng = np.random.default_rng(1)
+    samples = [_sample("n", 60.0 * minute, rng) for minute in range(1, 150)]
+    before = HostAnomaly.from_config(config)
+    for sample in samples:
+        before.observe(sample, now=sample.ts)
+    saved_rows = len(before.nodes["n"].history)
+    assert before.nodes["n"].fit is not None and saved_rows >= 120
+    after = HostAnomaly.from_config(config)
+    for sample in samples[-30:]:  # a partition handed over: the last messages are read again
+        after.observe(sample, now=sample.ts)
+    np.testing.assert_array_equal(after.nodes["n"].history.rows(), before.nodes["n"].history.rows())

@@ -48,6 +48,7 @@ class NodeHost:
     ewma: EwmaState | None = None
     above: bool = False
     last_alert_ts: float = float("-inf")
+    last_row_ts: float = float("-inf")
     unsaved: int = 0
     tried_ts: float = float("-inf")  # the last fit attempt (one that fails is retried RETRY_ROWS rows later)
 
@@ -80,7 +81,7 @@ class HostAnomaly:
         saved = self.files.load(name) if self.files is not None else None
         if saved is not None:
             node.history = RowRing(capacity, rows=saved.rows)
-            node.fit, node.last_alert_ts = saved.fit, saved.last_alert_ts
+            node.fit, node.last_alert_ts, node.last_row_ts = saved.fit, saved.last_alert_ts, saved.last_row_ts
             log.info("host anomaly: %s resumed with %d rows, %s", name, len(node.history),
                      "fitted" if node.fit else "not fitted yet")
         self.nodes[name] = node
@@ -89,7 +90,10 @@ class HostAnomaly:
     def _row(self, name: str, node: NodeHost, ts: float, row: np.ndarray, now: float) -> list[Finding]:
         if not np.isfinite(row[:HOST_READING_METRICS]).any():  # no host collector on this node: nothing to learn
             return []
+        if ts <= node.last_row_ts:  # already in the saved history: replayed to a restarted detector
+            return []
         node.history.append(row)
+        node.last_row_ts = ts
         node.unsaved += 1
         cfg = self.config
         found: list[Finding] = []
@@ -162,6 +166,6 @@ class HostAnomaly:
         if self.files is None:
             return
         try:
-            self.files.save(name, node.history.rows(), node.fit, node.last_alert_ts)
+            self.files.save(name, node.history.rows(), node.fit, node.last_alert_ts, node.last_row_ts)
         except OSError as exc:  # a full or read-only disk costs the restart its warm start, not detection
             log.warning("host anomaly: cannot save %s: %s", name, exc)

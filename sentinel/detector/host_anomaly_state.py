@@ -46,6 +46,7 @@ class Saved:
     rows: Array
     fit: HostFit | None
     last_alert_ts: float
+    last_row_ts: float  # end of the newest row kept: rows replayed after a restart are not added twice
 
 
 class HostStateFiles:
@@ -58,8 +59,9 @@ class HostStateFiles:
         name = node if _SAFE.fullmatch(node) else "sha256-" + hashlib.sha256(node.encode()).hexdigest()
         return self.folder / f"{name}.npz"
 
-    def save(self, node: str, rows: Array, fit: HostFit | None, last_alert_ts: float) -> None:
-        meta = {"version": VERSION, "node": node, "interval_s": self.interval_s, "last_alert_ts": last_alert_ts}
+    def save(self, node: str, rows: Array, fit: HostFit | None, last_alert_ts: float, last_row_ts: float) -> None:
+        meta = {"version": VERSION, "node": node, "interval_s": self.interval_s, "last_alert_ts": last_alert_ts,
+                "last_row_ts": last_row_ts}
         arrays: dict[str, Any] = {"rows": rows.astype(np.float32)}  # Any: savez's keywords include allow_pickle
         if fit is not None:
             m = fit.model
@@ -94,7 +96,8 @@ class HostStateFiles:
                                                config, EwmaState(np.zeros(len(meta["columns"]))))
                     fit = HostFit(tuple(int(i) for i in data["metrics"]), data["low"], data["span"], model,
                                   float(meta["threshold"]), float(meta["fitted_ts"]))
-                return Saved(data["rows"].astype(np.float64), fit, float(meta["last_alert_ts"]))
+                return Saved(data["rows"].astype(np.float64), fit, float(meta["last_alert_ts"]),
+                             float(meta["last_row_ts"]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("host anomaly: cannot read %s (%s); starting cold", target, exc)
             return None
