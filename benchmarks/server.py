@@ -23,7 +23,14 @@ import numpy as np
 from sentinel.benchmarks.server_baselines import IsolationForestScorer, Scorer, SentinelScorer, StaticThresholdScorer
 from sentinel.benchmarks.server_data import MachineData, load_machine, machine_names
 from sentinel.benchmarks.server_evidence import EvidenceCounts, judge, read_interpretation
-from sentinel.benchmarks.server_lomo import GridOptions, MachineCounts, group_of, leave_one_machine_out, machine_counts
+from sentinel.benchmarks.server_lomo import (
+    GridOptions,
+    MachineCounts,
+    chosen_elsewhere,
+    group_of,
+    leave_one_machine_out,
+    machine_counts,
+)
 from sentinel.benchmarks.server_scoring import Counts, score_events
 from sentinel.models.server_alerts import alert_onsets
 from sentinel.models.server_anomaly import RowScores, ServerAnomalyModel
@@ -50,7 +57,10 @@ def _scorers() -> list[Scorer]:
 
 
 def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
-                     progress: Callable[[str], None] = lambda _text: None) -> dict[str, Any]:
+                     progress: Callable[[str], None] = lambda _text: None,
+                     choose_on: tuple[Path, float] | None = None) -> dict[str, Any]:
+    """``choose_on`` (folder, its sampling interval): also score every detector here with the setting chosen on
+    that folder's machines alone (``transfer``)."""
     if options.interval_s <= 0 or options.horizon_s < 0 or options.refractory_s < 0 or options.budget_per_day < 0:
         raise ValueError("interval must be > 0; horizon, refractory and budget >= 0")
     names = machine_names(folder)
@@ -109,9 +119,22 @@ def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
         "groups": {g: {d: c.metrics()["event_f1"] for d, c in by_detector.items()}
                    for g, by_detector in sorted(group_counts.items())},
         "lomo": leave_one_machine_out(lomo_counts),
+        "transfer": _transfer(lomo_counts, choose_on, options, progress) if choose_on else None,
         "evidence": evidence.metrics() if evidence is not None else None,
         "by_machine": by_machine,
     }
+
+
+def _transfer(here: dict[str, MachineCounts], choose_on: tuple[Path, float], options: ServerBenchOptions,
+              progress: Callable[[str], None]) -> dict[str, Any]:
+    folder, interval_s = choose_on
+    grid = GridOptions(interval_s, math.ceil(options.horizon_s / interval_s - 1e-9), options.refractory_s,
+                       options.budget_per_day)
+    elsewhere = {}
+    for name in machine_names(folder):
+        progress(f"choosing on {folder}: {name}")
+        elsewhere[name] = machine_counts(load_machine(folder, name), grid)
+    return {"chosen_on": str(folder)} | chosen_elsewhere(here, elsewhere)
 
 
 def _run_one(scorer: Scorer, data: MachineData, options: ServerBenchOptions
@@ -193,6 +216,10 @@ def render_server(result: dict[str, Any]) -> str:
         *(f"  group {g}: " + ", ".join(f"{d} {f1:.3f}" for d, f1 in by_detector.items())
           for g, by_detector in result["lomo"]["groups"].items()),
     ]
+    if result.get("transfer"):
+        tr = result["transfer"]
+        lines.append(f"chosen on {tr['chosen_on']} only: event F1 " + ", ".join(
+            f"{d} {tr[d]['event_f1']:.3f} ({tr[d]['choice']})" for d in DETECTORS))
     if result["evidence"]:
         ev = result["evidence"]
         lines.append(f"evidence: the first alert's top metric is one the operators named for "

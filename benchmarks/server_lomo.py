@@ -121,3 +121,19 @@ def leave_one_machine_out(per_machine: dict[str, MachineCounts]) -> dict[str, An
                        for d in held_out} for g in groups},
         "choices": choices,
     }
+
+
+def chosen_elsewhere(here: dict[str, MachineCounts], elsewhere: dict[str, MachineCounts]) -> dict[str, Any]:
+    """Every machine here scored with the one setting per detector that was best, pooled, on ``elsewhere``
+    (another dataset: a whole group of machines never shown)."""
+    if not here or not elsewhere:
+        raise ValueError("need machines on both sides")
+    out: dict[str, Any] = {"protocol": "each detector's setting chosen by pooled event F1 on the other folder "
+                                       "only, then applied to every machine here"}
+    for detector in ("sentinel", "threshold", "iforest"):
+        candidates = list(next(iter(elsewhere.values()))[detector])
+        best = max(candidates, key=lambda c: _pooled(m[detector][c] for m in elsewhere.values()).metrics()[
+            "event_f1"])
+        out[detector] = {"choice": best, "event_f1": _pooled(m[detector][best] for m in here.values()).metrics()[
+            "event_f1"]}
+    return out

@@ -87,6 +87,12 @@ def test_cli_json_has_overall_baselines_machines_and_speed(dataset: Path) -> Non
     assert set(data["groups"]) == {"node"} and lomo["candidates"]["sentinel"] > 1
 
 
+def test_cli_scores_settings_chosen_on_another_folder(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main(["smd", "--data", str(dataset), "--choose-on", str(dataset), "--choose-on-interval", "1m"]) == 0
+    table = capsys.readouterr().out
+    assert f"chosen on {dataset} only: event F1 sentinel" in table
+
+
 def test_cli_table_shows_the_detectors_side_by_side(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert bench_main(["smd", "--data", str(dataset)]) == 0
     table = capsys.readouterr().out

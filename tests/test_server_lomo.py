@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sentinel.benchmarks.server_lomo import group_of, leave_one_machine_out
+from sentinel.benchmarks.server_lomo import chosen_elsewhere, group_of, leave_one_machine_out
 from sentinel.benchmarks.server_scoring import Counts
 
 GOOD = Counts(alerts=1, hit_alerts=1, segments=1, detected=1, days=1.0)
@@ -33,3 +33,11 @@ def test_ties_and_a_single_machine_keep_the_default_candidate() -> None:
 
 def test_machine_groups_are_the_published_prefixes() -> None:
     assert group_of("machine-1-2") == "machine-1" and group_of("omi-12") == "omi" and group_of("solo") == "solo"
+
+
+def test_a_setting_chosen_on_another_dataset_is_applied_unchanged_to_every_machine_here() -> None:
+    elsewhere = {"x-1": _machine(BAD, GOOD), "x-2": _machine(BAD, GOOD)}
+    here = {"m-1": _machine(GOOD, BAD), "m-2": _machine(GOOD, BAD)}
+    result = chosen_elsewhere(here, elsewhere)
+    assert result["sentinel"] == {"choice": "other", "event_f1": 0.0}  # what suits elsewhere fails here
+    assert result["iforest"]["choice"] == "other"
