@@ -4,7 +4,9 @@ For each machine in ``DIR`` (format: :mod:`benchmarks.server_data`) every detect
 rows and scores the test rows in time order; alerts come from one shared path (:mod:`models.server_alerts`) and
 are scored by :mod:`benchmarks.server_scoring` (event precision, recall, F1, false alarms per machine-day,
 lead time, point-adjusted F1). ``overall`` pools the events of all machines (sums of counts, not a mean of
-per-machine ratios). Nothing here reads a test label before scoring is done.
+per-machine ratios). ``lomo`` (:mod:`benchmarks.server_lomo`) adds the leave-one-machine-out score of every
+detector: what its choices are worth on a machine they were not made on. ``groups`` pools by machine group.
+Nothing here reads a test label before scoring is done.
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ import numpy as np
 from sentinel.benchmarks.server_baselines import IsolationForestScorer, Scorer, SentinelScorer, StaticThresholdScorer
 from sentinel.benchmarks.server_data import MachineData, load_machine, machine_names
 from sentinel.benchmarks.server_evidence import EvidenceCounts, judge, read_interpretation
+from sentinel.benchmarks.server_lomo import (
+    GridOptions,
+    MachineCounts,
+    chosen_elsewhere,
+    group_of,
+    leave_one_machine_out,
+    machine_counts,
+)
 from sentinel.benchmarks.server_scoring import Counts, score_events
 from sentinel.models.server_alerts import alert_onsets
 from sentinel.models.server_anomaly import RowScores, ServerAnomalyModel
@@ -47,7 +57,10 @@ def _scorers() -> list[Scorer]:
 
 
 def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
-                     progress: Callable[[str], None] = lambda _text: None) -> dict[str, Any]:
+                     progress: Callable[[str], None] = lambda _text: None,
+                     choose_on: tuple[Path, float] | None = None) -> dict[str, Any]:
+    """``choose_on`` (folder, its sampling interval): also score every detector here with the setting chosen on
+    that folder's machines alone (``transfer``)."""
     if options.interval_s <= 0 or options.horizon_s < 0 or options.refractory_s < 0 or options.budget_per_day < 0:
         raise ValueError("interval must be > 0; horizon, refractory and budget >= 0")
     names = machine_names(folder)
@@ -55,6 +68,10 @@ def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
     timing = {d: {"train_s": 0.0, "score_s": 0.0, "rows": 0} for d in DETECTORS}
     by_machine: dict[str, Any] = {}
     evidence: EvidenceCounts | None = None
+    grid = GridOptions(options.interval_s, options.rows(options.horizon_s), options.refractory_s,
+                       options.budget_per_day)
+    lomo_counts: dict[str, MachineCounts] = {}
+    group_counts: dict[str, dict[str, Counts]] = {}
     for i, name in enumerate(names, 1):
         progress(f"{dataset}: {name} ({i}/{len(names)})")
         data = load_machine(folder, name)
@@ -62,6 +79,8 @@ def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
         for scorer in _scorers():
             counts, alerts, fit_s, score_s = _run_one(scorer, data, options)
             pooled[scorer.name] += counts
+            group = group_counts.setdefault(group_of(name), {d: Counts() for d in DETECTORS})
+            group[scorer.name] += counts
             t = timing[scorer.name]
             t["train_s"] += fit_s
             t["score_s"] += score_s
@@ -74,6 +93,8 @@ def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
                     judged = judge(alerts, segs, options.rows(options.horizon_s))
                     evidence = judged if evidence is None else evidence + judged
                     by_machine[name]["evidence"] = judged.metrics()
+        progress(f"{dataset}: {name} leave-one-machine-out candidates")
+        lomo_counts[name] = machine_counts(data, grid)
 
     def summary(name: str) -> dict[str, Any]:
         t = timing[name]
@@ -95,9 +116,25 @@ def run_server_bench(dataset: str, folder: Path, options: ServerBenchOptions,
         "baselines": {"threshold": summary("threshold"), "iforest": summary("iforest")},
         "wins": {b: sum(1 for m in by_machine.values() if m["sentinel"]["event_f1"] > m[b]["event_f1"])
                  for b in ("threshold", "iforest")},
+        "groups": {g: {d: c.metrics()["event_f1"] for d, c in by_detector.items()}
+                   for g, by_detector in sorted(group_counts.items())},
+        "lomo": leave_one_machine_out(lomo_counts),
+        "transfer": _transfer(lomo_counts, choose_on, options, progress) if choose_on else None,
         "evidence": evidence.metrics() if evidence is not None else None,
         "by_machine": by_machine,
     }
+
+
+def _transfer(here: dict[str, MachineCounts], choose_on: tuple[Path, float], options: ServerBenchOptions,
+              progress: Callable[[str], None]) -> dict[str, Any]:
+    folder, interval_s = choose_on
+    grid = GridOptions(interval_s, math.ceil(options.horizon_s / interval_s - 1e-9), options.refractory_s,
+                       options.budget_per_day)
+    elsewhere = {}
+    for name in machine_names(folder):
+        progress(f"choosing on {folder}: {name}")
+        elsewhere[name] = machine_counts(load_machine(folder, name), grid)
+    return {"chosen_on": str(folder)} | chosen_elsewhere(here, elsewhere)
 
 
 def _run_one(scorer: Scorer, data: MachineData, options: ServerBenchOptions
@@ -170,7 +207,19 @@ def render_server(result: dict[str, Any]) -> str:
         "",
         f"sentinel F1 above threshold on {result['wins']['threshold']}/{result['machines']} machines, "
         f"above iforest on {result['wins']['iforest']}/{result['machines']}",
+        "",
+        f"{result['lomo']['protocol']}:",
+        f"  event F1 sentinel {result['lomo']['event_f1']:.3f}, threshold "
+        f"{result['lomo']['baselines']['threshold']['event_f1']:.3f}, iforest "
+        f"{result['lomo']['baselines']['iforest']['event_f1']:.3f} (usual: {result['overall']['event_f1']:.3f}, "
+        f"{result['baselines']['threshold']['event_f1']:.3f}, {result['baselines']['iforest']['event_f1']:.3f})",
+        *(f"  group {g}: " + ", ".join(f"{d} {f1:.3f}" for d, f1 in by_detector.items())
+          for g, by_detector in result["lomo"]["groups"].items()),
     ]
+    if result.get("transfer"):
+        tr = result["transfer"]
+        lines.append(f"chosen on {tr['chosen_on']} only: event F1 " + ", ".join(
+            f"{d} {tr[d]['event_f1']:.3f} ({tr[d]['choice']})" for d in DETECTORS))
     if result["evidence"]:
         ev = result["evidence"]
         lines.append(f"evidence: the first alert's top metric is one the operators named for "

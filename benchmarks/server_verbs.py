@@ -43,6 +43,11 @@ def add_server_bench_parsers(bench: Any, common: argparse.ArgumentParser) -> Non
                          help="at most one alert per machine within this long (default 30m)")
         sub.add_argument("--budget", type=float, default=1.0, metavar="ALERTS",
                          help="thresholds allow this many alerts per machine-day on the training rows (default 1)")
+        sub.add_argument("--choose-on", metavar="DIR",
+                         help="also score each detector with the setting chosen on another folder's machines "
+                              "alone (a dataset never shown): JSON key transfer")
+        sub.add_argument("--choose-on-interval", metavar="DURATION",
+                         help="sampling interval of the --choose-on folder (default: --interval)")
         sub.add_argument("--json", action="store_true", help="print results as JSON")
         sub.set_defaults(func=cmd_bench_server, dataset=name)
 
@@ -59,7 +64,14 @@ def cmd_bench_server(args: argparse.Namespace) -> int:
     options = ServerBenchOptions(interval_s=interval, horizon_s=parse_duration(args.horizon),
                                  refractory_s=parse_duration(args.refractory), budget_per_day=args.budget)
     folder = Path(args.data) if args.data else default_data_dir(args.dataset)
+    choose_on = None
+    if args.choose_on:
+        other_interval = parse_duration(args.choose_on_interval) if args.choose_on_interval else interval
+        if other_interval <= 0:
+            raise ValidationError(f"--choose-on-interval must be > 0, got {args.choose_on_interval}")
+        choose_on = (Path(args.choose_on), other_interval)
     result = run_server_bench(args.dataset, folder, options,
-                              progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+                              progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True),
+                              choose_on=choose_on)
     print(json.dumps(result, indent=2) if args.json or args.output == "json" else render_server(result))
     return EXIT_OK

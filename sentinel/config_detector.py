@@ -1,4 +1,4 @@
-"""The detector's configuration: window, rules, stragglers and the hazard model (``[detector]``)."""
+"""The detector's configuration: window, rules, stragglers, the hazard model and host anomalies (``[detector]``)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,29 @@ class StragglerConfig(_Section, frozen=True):
         require(0 <= self.min_util_pct <= 100, "min_util_pct", "must be in [0, 100]", self.min_util_pct)
 
 
+class HostAnomalyConfig(_Section, frozen=True):
+    """Each node's host metrics against its own history (sentinel/detector/host_anomaly.py); alerts only."""
+
+    enabled: bool = True
+    state_dir: str = "sentinel-host-anomaly"  # fitted models and history per node; "" = kept in memory only
+    interval_s: float = 60.0  # host samples are averaged into one row per interval (SMD's sampling)
+    warmup_s: float = 86_400.0  # history before a node's first fit (sample time): one daily cycle
+    refit_s: float = 86_400.0  # refit each node on its history this often (sample time)
+    history_s: float = 172_800.0  # history kept per node (the rows a refit learns from)
+    budget_per_day: float = 1.0  # calibration alerts per node-day the threshold allows
+    refractory_s: float = 1800.0  # at most one finding per node in this long
+    evidence_top: int = 3  # metrics named in each finding
+
+    def __post_init__(self) -> None:
+        for name in ("interval_s", "warmup_s", "refit_s", "history_s", "budget_per_day"):
+            _positive(name, getattr(self, name))
+        require(self.warmup_s >= 60 * self.interval_s, "warmup_s", "must be >= 60 x interval_s", self.warmup_s)
+        require(self.history_s >= self.warmup_s, "history_s", "must be >= warmup_s", self.history_s)
+        require(math.isfinite(self.refractory_s) and self.refractory_s >= 0, "refractory_s",
+                "must be a finite number >= 0", self.refractory_s)
+        require(1 <= self.evidence_top <= 7, "evidence_top", "must be in [1, 7]", self.evidence_top)
+
+
 class DetectorConfig(_Section, frozen=True):
     window_samples: int = 60
     replay_messages: int = 5000  # per partition handed over from another member (Kafka only)
@@ -61,6 +84,7 @@ class DetectorConfig(_Section, frozen=True):
     thermal: ThermalRuleConfig = msgspec.field(default_factory=ThermalRuleConfig)
     straggler: StragglerConfig = msgspec.field(default_factory=StragglerConfig)
     hazard: HazardConfig = msgspec.field(default_factory=HazardConfig)
+    host_anomaly: HostAnomalyConfig = msgspec.field(default_factory=HostAnomalyConfig)
 
     def __post_init__(self) -> None:
         require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)

@@ -28,6 +28,7 @@ from sentinel.collectors.spool import Spool
 from sentinel.config import Config
 from sentinel.controller import Controller
 from sentinel.detector.hazard_scoring import load_scorer
+from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.service import Detector, relax_gc
 from sentinel.errors import ConfigError, ModelRefused, TransportError
 from sentinel.housekeeping import start_background
@@ -209,7 +210,8 @@ def build_detector(config: Config, clock: Clock, metrics: Metrics, repo: Reposit
     except ModelRefused as exc:  # a refused model must not blind the rules: run on them, loudly
         log.error("the hazard model is refused, detecting with the rules only: %s", exc)
         metrics.model_refused.set(1)
-    return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard)
+    host = HostAnomaly.from_config(config.detector.host_anomaly) if config.detector.host_anomaly.enabled else None
+    return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard, host=host)
 
 
 def build_effects(config: Config, clock: Clock, metrics: Metrics, repo: Repository, transport: Transport,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sentinel.models.server_alerts import alert_onsets, budget_threshold
-from sentinel.models.server_anomaly import ServerAnomalyConfig, ServerAnomalyModel
+from sentinel.models.server_anomaly import ServerAnomalyConfig, ServerAnomalyModel, calibration_scores
 
 COLUMNS = ["cpu", "mem", "disk", "net"]
 
@@ -58,8 +58,22 @@ def test_constant_training_metric_does_not_divide_by_zero() -> None:
     assert np.isfinite(scores.combined).all()
 
 
+def test_calibration_scores_come_from_rows_the_calibration_model_did_not_fit() -> None:
+    train = _telemetry(2000, 1)
+    train[1000:, 1] += np.linspace(0, 0.5, 1000)  # the second half drifts: in-sample scores hide it
+    holdout = calibration_scores(train, COLUMNS)
+    in_sample = calibration_scores(train, COLUMNS, ServerAnomalyConfig(calibration_split=0.0))
+    assert len(holdout) == 1000 and len(in_sample) == 2000
+    assert np.quantile(holdout, 0.99) > np.quantile(in_sample, 0.99)
+
+
+def test_too_few_rows_to_split_calibrate_in_sample() -> None:
+    assert len(calibration_scores(_telemetry(40, 1), COLUMNS)) == 40
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"alpha": 0.0}, "alpha"), ({"top_k": 0}, "top_k"), ({"tail_quantile": 0.2}, "tail_quantile"),
+    ({"calibration_split": 1.0}, "calibration_split"),
 ])
 def test_bad_config_is_refused(kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):

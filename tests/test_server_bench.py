@@ -81,6 +81,16 @@ def test_cli_json_has_overall_baselines_machines_and_speed(dataset: Path) -> Non
     assert set(data["baselines"]["threshold"]) >= METRIC_KEYS and set(data["baselines"]["iforest"]) >= METRIC_KEYS
     assert set(data["by_machine"]) == {"node-a", "node-b"}
     assert data["overall"]["score_rows_per_s"] > 0 and data["interval_s"] == 60.0 and data["horizon_s"] == 1800.0
+    lomo = data["lomo"]  # the leave-one-machine-out score beside the usual one, for Sentinel and each baseline
+    assert 0.0 <= lomo["event_f1"] <= 1.0 and set(lomo["choices"]) == {"node-a", "node-b"}
+    assert {"event_f1"} <= set(lomo["baselines"]["threshold"]) and {"event_f1"} <= set(lomo["baselines"]["iforest"])
+    assert set(data["groups"]) == {"node"} and lomo["candidates"]["sentinel"] > 1
+
+
+def test_cli_scores_settings_chosen_on_another_folder(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main(["smd", "--data", str(dataset), "--choose-on", str(dataset), "--choose-on-interval", "1m"]) == 0
+    table = capsys.readouterr().out
+    assert f"chosen on {dataset} only: event F1 sentinel" in table
 
 
 def test_cli_table_shows_the_detectors_side_by_side(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -92,6 +92,19 @@ def test_budget_threshold_allows_the_stated_training_alerts_per_day() -> None:
     assert budget_threshold(scores, 60.0, 0.0, refractory_rows=30) == 5.0
 
 
+def test_a_calibration_shorter_than_one_budgeted_alert_extrapolates_the_tail_beyond_its_largest_score() -> None:
+    rng = np.random.default_rng(5)
+    per_day, at_max = [], []
+    for _ in range(20):
+        half_day = rng.exponential(1.0, 720)  # 12 h at 60 s: the budget of 1 a day allows half an alert
+        threshold = budget_threshold(half_day, 60.0, 1.0, refractory_rows=30)
+        assert threshold >= half_day.max()
+        ten_days = rng.exponential(1.0, 14_400)
+        per_day.append((ten_days > threshold).sum() / 10)
+        at_max.append((ten_days > half_day.max()).sum() / 10)
+    assert 0.5 < np.mean(per_day) < 1.5 < np.mean(at_max)  # the largest of 720 is beaten about twice a day
+
+
 def test_scoring_rejects_mismatched_lengths() -> None:
     with pytest.raises(ValueError, match="rows"):
         score_events([], np.zeros(5), np.zeros(4, dtype=bool), 60.0, 1)

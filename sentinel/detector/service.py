@@ -18,6 +18,7 @@ from sentinel import codec
 from sentinel.clock import Clock
 from sentinel.config import DetectorConfig
 from sentinel.detector.hazard_scoring import HazardScorer
+from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.log_rules import dedup_key, log_rule
 from sentinel.detector.peers import PeerComparison
 from sentinel.detector.rules import last_readings, pci_key, sample_rules, xid_rule
@@ -66,6 +67,7 @@ class Detector:
         group: str = "sentinel-detector",
         topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS),
         hazard: HazardScorer | None = None,
+        host: HostAnomaly | None = None,
     ) -> None:
         """``config.replay_messages``: on a partition handed over from another member, re-read up to that many
         messages before the committed offset to rebuild windows without acting (decision 0005)."""
@@ -87,6 +89,7 @@ class Detector:
         if hazard is not None:
             metrics.set_model("hazard", hazard.name[:64], hazard.created_ts)
         self.peers = PeerComparison()
+        self.host = host  # each node's host metrics against its own history; None: off
         self.unsent: list[Finding] = []  # findings whose publish failed: sent before anything else, then committed
         self.dead_letters = DeadLetterBatch(transport, metrics)  # a poll's bad messages, sent in one batch
         self.known: set[str] = set()  # the scheduler's nodes (empty: not listed yet, every name accepted)
@@ -206,6 +209,8 @@ class Detector:
         self.gpu_samples_seen += len(sample.gpus)
         found = sample_rules(window, sample, self.config, now, window.last)
         window.last = last_readings(sample)
+        if self.host is not None:
+            found.extend(self.host.observe(sample, now))
         return found
 
     def on_log(self, event: LogEvent, now: float) -> Finding | None:

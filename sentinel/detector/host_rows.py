@@ -1,0 +1,107 @@
+"""A node's host metrics as fixed-width rows: one row per ``interval_s`` of sample time, the mean of its samples.
+
+The host collector (collectors/host.py) reads load, CPU, memory and disk; the NIC collector's byte counters give
+network rates. Each sample becomes a vector over :data:`HOST_METRICS` (NaN where the node did not report the
+metric); samples of one interval are averaged into one row, emitted when the first sample of a later interval
+arrives. Rows live in :class:`RowRing`, which grows as rows come (a fleet's history is not allocated up front).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sentinel.events import TelemetrySample
+
+HOST_METRICS = ("load1", "load5", "cpu_util_pct", "mem_used_pct", "disk_used_pct", "net_rx_bytes_per_s",
+                "net_tx_bytes_per_s")
+HOST_READING_METRICS = 5  # the first five come from the host collector; a row without any of them is not kept
+# bytes per unit of each receive / transmit counter: Ethernet statistics count bytes, InfiniBand 4-byte words
+RX_COUNTERS = {"rx_bytes": 1, "port_rcv_data": 4}
+TX_COUNTERS = {"tx_bytes": 1, "port_xmit_data": 4}
+Row = npt.NDArray[np.float64]
+
+
+def sample_values(sample: TelemetrySample) -> tuple[Row, tuple[float, float] | None]:
+    """The sample's host metrics (network rates NaN: they need the previous sample) and its byte totals."""
+    values = np.full(len(HOST_METRICS), np.nan)
+    host = sample.host
+    if host is not None:
+        mem = (100.0 * (1 - host.mem_available_bytes / host.mem_total_bytes)
+               if host.mem_total_bytes and host.mem_available_bytes is not None else None)
+        for i, value in enumerate((host.load1, host.load5, host.cpu_util_pct, mem, host.disk_used_pct)):
+            if value is not None:
+                values[i] = float(value)
+    nics = [n for n in sample.nics if n.link_layer != "loopback" and n.name != "lo"]
+    if not nics:
+        return values, None
+    rx = sum(n.counters.get(k, 0) * unit for n in nics for k, unit in RX_COUNTERS.items())
+    tx = sum(n.counters.get(k, 0) * unit for n in nics for k, unit in TX_COUNTERS.items())
+    return values, (float(rx), float(tx))
+
+
+@dataclass
+class RowBuilder:
+    """Averages one node's samples into rows of ``interval_s``; computes network rates between samples."""
+
+    interval_s: float
+    bucket: int | None = None
+    sums: Row | None = None
+    counts: Row | None = None
+    net: tuple[float, float, float] | None = None  # (ts, rx bytes, tx bytes) of the previous sample
+
+    def add(self, sample: TelemetrySample) -> tuple[float, Row] | None:
+        """Take one sample (time order); return ``(row end ts, row)`` when it closes the previous interval."""
+        values, totals = sample_values(sample)
+        if totals is not None:
+            if self.net is not None and sample.ts > self.net[0] and totals[0] >= self.net[1] \
+                    and totals[1] >= self.net[2]:
+                dt = sample.ts - self.net[0]
+                values[-2:] = ((totals[0] - self.net[1]) / dt, (totals[1] - self.net[2]) / dt)
+            self.net = (sample.ts, *totals)
+        bucket = int(sample.ts // self.interval_s)
+        done = None
+        if self.bucket is not None and bucket != self.bucket and self.sums is not None and self.counts is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                row = np.where(self.counts > 0, self.sums / np.maximum(self.counts, 1), np.nan)
+            done = ((self.bucket + 1) * self.interval_s, row)
+        if bucket != self.bucket:
+            self.bucket, self.sums, self.counts = bucket, np.zeros(len(values)), np.zeros(len(values))
+        assert self.sums is not None and self.counts is not None
+        seen = np.isfinite(values)
+        self.sums[seen] += values[seen]
+        self.counts[seen] += 1
+        return done
+
+
+class RowRing:
+    """The last ``capacity`` rows, oldest first; storage doubles as rows come, up to ``capacity``."""
+
+    def __init__(self, capacity: int, width: int = len(HOST_METRICS), rows: Row | None = None) -> None:
+        self.capacity, self.width = capacity, width
+        self._data = np.full((min(64, capacity), width), np.nan, dtype=np.float32)
+        self._start = self._count = 0
+        for row in rows if rows is not None else ():
+            self.append(row)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def append(self, row: Row) -> None:
+        if self._count == len(self._data) < self.capacity:
+            grown = np.full((min(2 * len(self._data), self.capacity), self.width), np.nan, dtype=np.float32)
+            grown[: self._count] = self.rows()
+            self._data, self._start = grown, 0
+        at = (self._start + self._count) % len(self._data)
+        self._data[at] = row
+        if self._count < len(self._data):
+            self._count += 1
+        else:
+            self._start = (self._start + 1) % len(self._data)
+
+    def rows(self) -> Row:
+        """All rows, oldest first, as float64."""
+        order = (self._start + np.arange(self._count)) % len(self._data)
+        return self._data[order].astype(np.float64)
