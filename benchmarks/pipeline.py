@@ -42,6 +42,7 @@ from sentinel.benchmarks.codec import sample_message
 from sentinel.clock import Clock, ManualClock, SystemClock
 from sentinel.config import DetectorConfig, from_mapping
 from sentinel.detector.hazard_scoring import load_scorer
+from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.service import Detector, relax_gc
 from sentinel.events import Finding, GpuState, TelemetrySample
 from sentinel.metrics import Metrics
@@ -90,15 +91,17 @@ def _detector(transport: Transport, repo: Repository, model: str | None, clock: 
               topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS), record_interval_s: float = 30.0,
               ) -> Detector:
     config = _config(model, record_interval_s)
+    host = msgspec.structs.replace(config.host_anomaly, state_dir="")  # as shipped, its state kept in memory
     return Detector(transport, repo, config, Metrics(), clock, group=group, topics=topics,
-                    hazard=load_scorer(config.hazard))
+                    hazard=load_scorer(config.hazard), host=HostAnomaly.from_config(host) if host.enabled else None)
 
 
 def features(model: str | None) -> dict[str, Any]:
     config = _config(model)
     return {"rules": True, "counter_warnings": True, "infiniband_rules": True, "peer_comparison": True,
             "stragglers": True, "hazard_model": Path(model).name if model else None,
-            "anomalies": bool(model) and config.hazard.anomalies, "window_samples": config.window_samples}
+            "anomalies": bool(model) and config.hazard.anomalies, "host_anomaly": config.host_anomaly.enabled,
+            "window_samples": config.window_samples}
 
 
 def _detector_rate(broker: str, topics: tuple[str, str, str], n: int, tmp: str, group: str,

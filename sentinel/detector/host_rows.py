@@ -2,12 +2,14 @@
 
 The host collector (collectors/host.py) reads load, CPU, memory and disk; the NIC collector's byte counters give
 network rates. Each sample becomes a vector over :data:`HOST_METRICS` (NaN where the node did not report the
-metric); samples of one interval are averaged into one row, emitted when the first sample of a later interval
-arrives. Rows live in :class:`RowRing`, which grows as rows come (a fleet's history is not allocated up front).
+metric); samples of one interval (at most ``SAMPLES_PER_ROW`` of them, spread over it) are averaged into one
+row, emitted when the first sample of a later interval arrives. Rows live in :class:`RowRing`, which grows as
+rows come (a fleet's history is not allocated up front).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,24 +24,34 @@ HOST_READING_METRICS = 5  # the first five come from the host collector; a row w
 RX_COUNTERS = {"rx_bytes": 1, "port_rcv_data": 4}
 TX_COUNTERS = {"tx_bytes": 1, "port_xmit_data": 4}
 Row = npt.NDArray[np.float64]
+_NAN = math.nan
+_INFINITE = (math.inf, -math.inf)
+SAMPLES_PER_ROW = 6  # samples averaged into a row at most (one every interval_s / 6 of sample time)
 
 
-def sample_values(sample: TelemetrySample) -> tuple[Row, tuple[float, float] | None]:
-    """The sample's host metrics (network rates NaN: they need the previous sample) and its byte totals."""
-    values = np.full(len(HOST_METRICS), np.nan)
+def sample_values(sample: TelemetrySample) -> tuple[list[float], tuple[float, float] | None]:
+    """The sample's host metrics (NaN where absent; network rates NaN: they need the previous sample) and its
+    byte totals. Plain floats: this runs on every sample, numpy only once a row closes."""
+    values = [_NAN] * len(HOST_METRICS)
     host = sample.host
     if host is not None:
-        mem = (100.0 * (1 - host.mem_available_bytes / host.mem_total_bytes)
-               if host.mem_total_bytes and host.mem_available_bytes is not None else None)
+        total, available = host.mem_total_bytes, host.mem_available_bytes
+        mem = 100.0 * (1 - available / total) if total and available is not None else None
         for i, value in enumerate((host.load1, host.load5, host.cpu_util_pct, mem, host.disk_used_pct)):
             if value is not None:
                 values[i] = float(value)
-    nics = [n for n in sample.nics if n.link_layer != "loopback" and n.name != "lo"]
-    if not nics:
-        return values, None
-    rx = sum(n.counters.get(k, 0) * unit for n in nics for k, unit in RX_COUNTERS.items())
-    tx = sum(n.counters.get(k, 0) * unit for n in nics for k, unit in TX_COUNTERS.items())
-    return values, (float(rx), float(tx))
+    rx = tx = 0.0
+    counted = False
+    for nic in sample.nics:
+        if nic.link_layer == "loopback" or nic.name == "lo":
+            continue
+        counted = True
+        counters = nic.counters
+        for key, unit in RX_COUNTERS.items():
+            rx += counters.get(key, 0) * unit
+        for key, unit in TX_COUNTERS.items():
+            tx += counters.get(key, 0) * unit
+    return values, ((float(rx), float(tx)) if counted else None)
 
 
 @dataclass
@@ -48,12 +60,20 @@ class RowBuilder:
 
     interval_s: float
     bucket: int | None = None
-    sums: Row | None = None
-    counts: Row | None = None
-    net: tuple[float, float, float] | None = None  # (ts, rx bytes, tx bytes) of the previous sample
+    sums: list[float] | None = None
+    counts: list[int] | None = None
+    net: tuple[float, float, float] | None = None  # (ts, rx bytes, tx bytes) of the previous sample taken
+    taken_ts: float = -math.inf  # time of the last sample taken into a row
 
     def add(self, sample: TelemetrySample) -> tuple[float, Row] | None:
-        """Take one sample (time order); return ``(row end ts, row)`` when it closes the previous interval."""
+        """Take one sample (time order); return ``(row end ts, row)`` when it closes the previous interval.
+
+        A row averages at most SAMPLES_PER_ROW samples, spread over its interval: the detector sees every node
+        every second or so, and averaging all of them would cost more than the rest of its work on a sample."""
+        ts = sample.ts
+        if ts - self.taken_ts < self.interval_s / SAMPLES_PER_ROW and int(ts // self.interval_s) == self.bucket:
+            return None
+        self.taken_ts = ts
         values, totals = sample_values(sample)
         if totals is not None:
             if self.net is not None and sample.ts > self.net[0] and totals[0] >= self.net[1] \
@@ -63,16 +83,17 @@ class RowBuilder:
             self.net = (sample.ts, *totals)
         bucket = int(sample.ts // self.interval_s)
         done = None
-        if self.bucket is not None and bucket != self.bucket and self.sums is not None and self.counts is not None:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                row = np.where(self.counts > 0, self.sums / np.maximum(self.counts, 1), np.nan)
-            done = ((self.bucket + 1) * self.interval_s, row)
         if bucket != self.bucket:
-            self.bucket, self.sums, self.counts = bucket, np.zeros(len(values)), np.zeros(len(values))
-        assert self.sums is not None and self.counts is not None
-        seen = np.isfinite(values)
-        self.sums[seen] += values[seen]
-        self.counts[seen] += 1
+            if self.bucket is not None and self.sums is not None and self.counts is not None:
+                row = np.array([total / n if n else _NAN for total, n in zip(self.sums, self.counts, strict=True)])
+                done = ((self.bucket + 1) * self.interval_s, row)
+            self.bucket, self.sums, self.counts = bucket, [0.0] * len(values), [0] * len(values)
+        sums, counts = self.sums, self.counts
+        assert sums is not None and counts is not None
+        for i, value in enumerate(values):
+            if value == value and value not in _INFINITE:  # finite: NaN != NaN
+                sums[i] += value
+                counts[i] += 1
         return done
 
 
