@@ -151,6 +151,18 @@ def cmd_bench_forecast(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_forecast_jobs(args: argparse.Namespace) -> int:
+    from sentinel.benchmarks.forecast_jobs import render_forecast_jobs, run_forecast_jobs_bench
+
+    if args.capacity is not None and args.capacity <= 0:
+        raise ValidationError("--capacity must be > 0")
+    result = run_forecast_jobs_bench(Path(args.trace), args.submit_col, args.start_col, args.end_col, args.gpus_col,
+                                     args.limit_col, args.train_days, args.capacity,
+                                     progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_forecast_jobs(result))
+    return EXIT_OK
+
+
 def cmd_bench_forecast_fleet(args: argparse.Namespace) -> int:
     from sentinel.benchmarks.forecast_fleet import render_fleet, run_fleet_bench
 
