@@ -28,7 +28,7 @@ from sentinel.models.calendar_features import BIN_S, DAY, LOOKBACK, WEEK
 from sentinel.models.forecast import LoadSeries
 from sentinel.models.forecast_quantiles import QuantileModel, Rows, load_rows
 from sentinel.models.job_forecast import JobModel, Jobs, load_at
-from sentinel.models.quantile_scores import change_quantiles
+from sentinel.models.quantile_scores import QUANTILES, shifted
 
 TARGETS = {"running_gpus": "running_gpu_num", "pending_gpus": "pending_gpu_num"}
 
@@ -53,9 +53,18 @@ def job_features(model: JobModel, jobs: Jobs, s: LoadSeries, origins: np.ndarray
     return np.column_stack([rows, change_run, change_pend]) / model.capacity
 
 
-def _rows(s: LoadSeries, target: str, k: np.ndarray, h: int, train_end: int, jobx: np.ndarray) -> Rows:
-    r = load_rows(s, target, k, h, change_quantiles(s.columns[target], h, train_end))
-    return Rows(r.order, np.column_stack([r.X, jobx]), r.level, r.scale, r.base, r.truth)
+def expected(target: str, jobx: np.ndarray, capacity: float) -> np.ndarray:
+    """The job model's expected GPUs of ``target`` at origin + h (from ``job_features`` rows)."""
+    x = jobx * capacity
+    return np.maximum(x[:, 0] + x[:, 2] + x[:, 3] if target == "running_gpus" else x[:, 1] + x[:, 4], 0.0)
+
+
+def _rows(s: LoadSeries, target: str, k: np.ndarray, h: int, jobx: np.ndarray, spread: np.ndarray) -> Rows:
+    """Rows centred on the job model's expectation: the quantile models learn the truth's spread around it, and
+    the baseline they are blended with is the expectation plus its empirical error quantiles in training."""
+    r = load_rows(s, target, k, h, np.zeros(3))
+    centre = expected(target, jobx, float(s.capacity[0]))
+    return Rows(r.order, np.column_stack([r.X, jobx]), centre, r.scale, shifted(centre, spread), r.truth)
 
 
 def run_forecast_jobs_bench(trace: Path, submit_col: str, start_col: str, end_col: str, gpus_col: str,
@@ -82,10 +91,10 @@ def run_forecast_jobs_bench(trace: Path, submit_col: str, start_col: str, end_co
         test_k = np.arange(train_end - 1, len(s) - h)
         train_x, test_x = job_features(model, jobs, s, train_k, h), job_features(model, jobs, s, test_k, h)
         for target, column in TARGETS.items():
-            qm = QuantileModel().fit([_rows(s, target, train_k, h, train_end, train_x)])
             y = s.columns[target]
-            tally.add("model", column, hname, y[test_k + h], qm.predict(_rows(s, target, test_k, h, train_end,
-                                                                             test_x)))
+            spread = np.quantile(y[train_k + h] - expected(target, train_x, model.capacity), QUANTILES)
+            qm = QuantileModel().fit([_rows(s, target, train_k, h, train_x, spread)])
+            tally.add("model", column, hname, y[test_k + h], qm.predict(_rows(s, target, test_k, h, test_x, spread)))
             for name, q in baselines(y, test_k, h, train_end).items():
                 tally.add(name, column, hname, y[test_k + h], q)
     summary = tally.summary()

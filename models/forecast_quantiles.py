@@ -12,7 +12,8 @@ horizon, two numbers are chosen: ``blend``, the weight of the model against the 
 pinball loss; then ``widen``, a factor on the distance of p10 and p90 from p50: of the factors whose 80 %
 interval covers 0.77-0.83 of the held-out truths, the one with the lowest pinball loss (none: the lowest pinball
 loss of all; a queue that is empty most of the time is covered by [0, 0] whatever the width). Then the models are
-refitted on every origin (the newest bins matter most) and keep the two numbers. Fits run on one thread (a busy host's OpenMP threads cost more than they give).
+refitted on every origin (the newest bins matter most) and keep the two numbers. Fits run on one thread (a
+busy host's OpenMP threads cost more than they give).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from sentinel.models.calendar_features import LOOKBACK, SeriesFeatures
 from sentinel.models.forecast import OTHER, LoadSeries
 from sentinel.models.forecast_trees import Trees
-from sentinel.models.quantile_scores import QUANTILES, change_quantiles, coverage, pinball
+from sentinel.models.quantile_scores import QUANTILES, change_quantiles, coverage, pinball, shifted
 
 PARAMS: dict[str, Any] = {"loss": "quantile", "max_iter": 60, "learning_rate": 0.05, "max_leaf_nodes": 15,
                           "min_samples_leaf": 40, "early_stopping": False, "random_state": 0}
@@ -120,6 +121,17 @@ def _widened(q: np.ndarray, factor: float) -> np.ndarray:
     return np.maximum(out, 0.0)
 
 
+def relative(m: np.ndarray) -> np.ndarray:
+    """The calendar features (``models.calendar_features.FEATURES``) with every rolling level taken relative to
+    the value now: changes, level minus the 1 h / 3 h / 1 d means, 3 h max minus level and level minus 3 h min,
+    yesterday's change, same time yesterday minus level, the calendar, and the level itself. Chosen over the
+    absolute levels by leave-one-cluster-out on the Helios clusters (docs/benchmarks.md): a pooled model
+    with absolute levels learns each cluster's own range and fails at 24 h on a cluster it has not seen."""
+    level = m[:, 0:1]
+    return np.column_stack([m[:, 2:5], level - m[:, 5:8], m[:, 8:9] - level, level - m[:, 9:10], m[:, 10:11],
+                            m[:, 11:12] - level, m[:, 12:15], level])
+
+
 # ----- the aggregate-bin path ------------------------------------------------------------------------------------
 def load_rows(s: LoadSeries, target: str, origins: np.ndarray, h: int, base_change: np.ndarray,
               with_truth: bool = True) -> Rows:
@@ -127,8 +139,8 @@ def load_rows(s: LoadSeries, target: str, origins: np.ndarray, h: int, base_chan
     f = SeriesFeatures(s.columns[target], s.columns[OTHER[target]], s.capacity, s.ts)
     y = s.columns[target]
     k = np.asarray(origins, dtype=int)
-    return Rows(k, f.matrix(k, h), y[k], f.scale[k], np.sort(np.maximum(y[k][:, None] + base_change[None, :], 0.0),
-                                                                 axis=1), y[k + h] if with_truth else None)
+    return Rows(k, relative(f.matrix(k, h)), y[k], f.scale[k], shifted(y[k], base_change),
+                y[k + h] if with_truth else None)
 
 
 def fit_load_models(history: Sequence[LoadSeries], targets: Sequence[str], horizons: Sequence[int],
