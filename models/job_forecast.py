@@ -124,7 +124,7 @@ class JobModel:
         stay = self.wait.p_more(waited, horizon_s)
         g = jobs.gpus[pending]
         free = max(self.capacity - survivors, 0.0)
-        starting = min(float(g @ ((1.0 - stay) * self.start_share)) * float(self.run(horizon_s / 2)), free)
+        starting = min(float(g @ ((1.0 - stay) * self.start_share)) * float(self.run(np.array(horizon_s / 2))), free)
         arrivals = origin + (np.arange(int(horizon_s // BIN_S)) + 0.5) * BIN_S
         lam = self.rate[slot(arrivals)]
         since = origin + horizon_s - arrivals
