@@ -1,7 +1,8 @@
 """Quantile forecasts (p10, p50, p90) of a load target ``h`` bins ahead, from any feature matrix.
 
 Model: three scikit-learn ``HistGradientBoostingRegressor`` with the quantile loss (0.1, 0.5, 0.9) on the change
-from the value now divided by a scale (the partition's capacity), pooled over every series given to ``fit``. The
+from a reference (``Rows.level``: the value now, or the job model's expectation) divided by a scale (the
+partition's capacity), pooled over every series given to ``fit``. The
 caller builds the rows (``Rows``): the aggregate-bin path (``load_rows``, the features of
 ``models.calendar_features``) or the job-table path (``models.job_forecast``), so both share the calibration.
 
@@ -11,7 +12,8 @@ horizon, two numbers are chosen: ``blend``, the weight of the model against the 
 (persistence plus the series' own empirical change quantiles; 0 = the baseline only), the weight with the lowest
 pinball loss; then ``widen``, a factor on the distance of p10 and p90 from p50: of the factors whose 80 %
 interval covers 0.77-0.83 of the held-out truths, the one with the lowest pinball loss (none: the lowest pinball
-loss of all; a queue that is empty most of the time is covered by [0, 0] whatever the width). Then the models are
+loss of all; a queue that is empty most of the time is covered by [0, 0] whatever the width), though the width
+stays as it is (factor 1) unless another lowers that loss by more than 1 %. Then the models are
 refitted on every origin (the newest bins matter most) and keep the two numbers. Fits run on one thread (a
 busy host's OpenMP threads cost more than they give).
 """
@@ -35,6 +37,7 @@ BLENDS = (0.0, 0.25, 0.5, 0.75, 1.0)
 WIDENS = (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0)
 HOLDOUT = 0.25
 BAND = 0.03  # coverage within 0.8 +- BAND counts as calibrated
+MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,10 @@ class QuantileModel:
         self.blend = min(BLENDS, key=lambda w: pinball(truth, _mix(model, held.base, w)))
         mixed = _mix(model, held.base, self.blend)
         in_band = [a for a in WIDENS if abs(coverage(truth, _widened(mixed, a)) - 0.8) <= BAND]
-        self.widen = min(in_band or WIDENS, key=lambda a: pinball(truth, _widened(mixed, a)))
+        score = {a: pinball(truth, _widened(mixed, a)) for a in in_band or WIDENS}
+        best = min(score, key=score.__getitem__)
+        # leave the width alone unless changing it clearly pays: a 1 % gain on a few days is noise
+        self.widen = 1.0 if 1.0 in score and score[1.0] <= (1.0 + MARGIN) * score[best] else best
 
     def _raw(self, rows: Rows) -> np.ndarray:
         change = np.column_stack([m.predict(rows.X) for m in self.models])
