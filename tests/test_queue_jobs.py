@@ -4,7 +4,9 @@ no longer listed has ended), read back as the job model's arrays, and the migrat
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+import pytest
 from sqlalchemy import inspect
 
 from sentinel.load.squeue import parse_squeue
@@ -66,3 +68,42 @@ def test_migration_0009_adds_and_removes_the_job_table(sqlite_url: str) -> None:
     assert "queue_jobs" in inspect(engine).get_table_names()
     command.downgrade(_alembic_config(engine), "0008")
     assert "queue_jobs" not in inspect(engine).get_table_names()
+
+
+def test_forecast_takes_its_quantiles_from_the_job_table_when_it_has_enough(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A steady stream: a 2-GPU job every 30 min running 2 h, so 8 GPUs run at any time (after the first 2 h)."""
+    import json
+
+    import numpy as np
+
+    from sentinel.cli import main
+    from sentinel.load_bins import ALL, LoadBin
+    from sentinel.models.job_forecast import Jobs, load_at
+    from sentinel.store import schema
+    from sentinel.store.load import record_load_bins
+
+    start, days = 1_767_225_600.0, 3
+    path = tmp_path / "s.db"
+    engine = make_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    submit = np.arange(start, start + days * 86_400.0, 1800.0)
+    jobs = Jobs(submit, submit + 60.0, submit + 60.0 + 7200.0, np.full(len(submit), 2.0))
+    ts = start + np.arange(days * 144) * 600.0
+    running, pending = load_at(jobs, ts + 600.0)
+    record_load_bins(engine, [LoadBin(float(t), ALL, float(r), float(p), None, 32.0, None, "squeue")
+                              for t, r, p in zip(ts, running, pending, strict=True)])
+    now = float(ts[-1]) + 600.0
+    with engine.begin() as conn:
+        conn.execute(schema.queue_jobs.insert(), [
+            {"job_id": str(i), "partition": "gpu", "gpus": 2.0, "submit_ts": float(s), "start_ts": float(s) + 60.0,
+             "time_limit_s": None, "first_seen_ts": float(s), "last_seen_ts": min(float(s) + 7260.0, now),
+             "end_ts": float(s) + 7260.0 if s + 7260.0 <= now else None} for i, s in enumerate(submit)])
+    assert main(["forecast", "--db", str(path), "-o", "json", "--horizon", "6h"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["quantiles_from"].startswith("job table (144 jobs")
+    assert report["inputs"].startswith("job table") and "aggregate load bins" in report["inputs"]
+    q = report["quantiles"]["running_gpus"]
+    assert set(q) == {"1h", "3h", "6h"}
+    assert all(v["p10"] <= v["p50"] <= v["p90"] for v in q.values())
+    assert 6.0 <= q["1h"]["p50"] <= 10.0 and 6.0 <= q["6h"]["p50"] <= 10.0

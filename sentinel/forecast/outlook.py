@@ -85,11 +85,20 @@ def build_report(engine: Engine, partition: str | None = None, horizon_s: float 
         "model": fitted,
         "inputs": _inputs(history),
         "quantiles": _quantiles(forecast),
+        "quantiles_from": "aggregate load bins",
         "notes": notes,
         "history": _history(history),
         "forecast": {t: [vars(p) for p in pts] for t, pts in (forecast.targets.items() if forecast else [])},
         "risk": _risk(risk),
     }
+    if history is not None and chosen is not None:
+        from sentinel.forecast.job_quantiles import job_quantiles
+
+        from_jobs, used = job_quantiles(engine, chosen, history, bins)
+        if from_jobs:
+            report.update(quantiles=from_jobs, quantiles_from=used, inputs=f"{used} and {report['inputs']}")
+        elif used:
+            notes.append(used)
     fleet_wide = chosen in (None, ALL) or len(store.partitions(engine)) == 1
     if forecast is not None and fleet_wide and nodes:
         report["outlook"] = _outlook(forecast, risk, model, nodes, as_of)

@@ -101,7 +101,8 @@ def render_report(report: dict[str, Any]) -> str:
     out += [f"note: {n}" for n in report["notes"]]
     quantiles = quantile_table(report)
     if quantiles:
-        out += ["", "quantiles (GPUs): p10 / p50 / p90", quantiles]
+        out += ["", f"quantiles (GPUs): p10 / p50 / p90, from the {report.get('quantiles_from', 'load bins')}",
+                quantiles]
     table = forecast_table(report)
     if table:
         out += ["", "demand per bin: p50 [p10-p90, the 80% interval]", table]
