@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--data", required=True, metavar="DIR",
                     help="folder with one CSV per virtual cluster (Helios format, e.g. helios/earth_vc_minute)")
     bf.add_argument("--train-days", type=float, default=21.0, help="train on the first N days (default 21)")
+    bf.add_argument("--leave-one-out", action="store_true", help="score each cluster's quantiles with models "
+                    "fitted on the other clusters only (a cluster the model has not seen)")
     bf.add_argument("--json", action="store_true", help="print results as JSON")
     bf.set_defaults(func=cmd_bench_forecast)
     fj = bench.add_parser("forecast-jobs", parents=[common], help="job-aware quantile forecasts of running and "

@@ -11,7 +11,9 @@ mean. The goal is an sMAPE at 1 h and 3 h at least 20 % below the best baseline'
 Quantiles (issue 21), in the same run: p10/p50/p90 at 1 h, 3 h, 6 h and 24 h from ``models.forecast_quantiles``
 (fitted on the same training bins), against persistence and seasonal naive with empirical change quantiles
 (``benchmarks.quantile_tally``): keys ``model.pinball``, ``model.interval_score80``, ``model.coverage80`` and the
-same under ``baselines.<name>``, per target column and horizon; the goal check under ``quantile_goal``.
+same under ``baselines.<name>``, per target column and horizon; the goal check under ``quantile_goal``. With
+``--leave-one-out`` each cluster's quantiles come from models fitted on the other clusters only: how the
+model does on a cluster it was not fitted on (the point forecasts are unchanged).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _train_part(s: LoadSeries, end: int) -> LoadSeries:
 
 
 def run_forecast_bench(data: Path, train_days: float = 21.0,
-                       progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                       progress: Callable[[str], None] | None = None, leave_one_out: bool = False) -> dict[str, Any]:
     say = progress or (lambda _text: None)
     started = time.perf_counter()
     series, skipped = read_traces(data, say)
@@ -92,7 +94,7 @@ def run_forecast_bench(data: Path, train_days: float = 21.0,
                     m: round(float(errors[m][target][hname][-1].mean()), 2) for m in METHODS}
     say("fitting and scoring the quantile models (1 h to 24 h)")
     quantile_started = time.perf_counter()
-    quantiles = score_quantiles(series, train_end)
+    quantiles = score_quantiles(series, train_end, leave_one_out)
     quantile_s = time.perf_counter() - quantile_started
     result = _summarise(errors, covered, per_series, series, skipped, data, train_days, fit_s,
                         time.perf_counter() - started)
@@ -101,18 +103,21 @@ def run_forecast_bench(data: Path, train_days: float = 21.0,
         (result["model"] if method == "model" else result["baselines"][method]).update(src)
     result["quantile_goal"] = quantiles["goal"]
     result["quantile_s"] = round(quantile_s, 1)
+    result["quantile_leave_one_out"] = leave_one_out
     # why persistence is hard to beat here: the share of test points whose truth is exactly the value now
     result["truth_equals_last_fraction"] = {c: {h: round(float(np.concatenate(unchanged[t][h]).mean()), 3)
                                                 for h in HORIZONS} for t, c in TARGETS.items()}
     return result
 
 
-def score_quantiles(series: list[LoadSeries], train_end: int) -> dict[str, Any]:
-    """Quantile models fitted on every series' first ``train_end`` bins, scored on the rest beside the baselines."""
+def score_quantiles(series: list[LoadSeries], train_end: int, leave_one_out: bool = False) -> dict[str, Any]:
+    """Quantile models fitted on every series' first ``train_end`` bins, scored on the rest beside the baselines;
+    ``leave_one_out``: each series is scored by models fitted on the other series only (a cluster not seen)."""
     train = [_train_part(s, train_end) for s in series]
-    models = fit_load_models(train, list(TARGETS), list(QHORIZONS.values()))
+    pooled = None if leave_one_out else fit_load_models(train, list(TARGETS), list(QHORIZONS.values()))
     tally = Tally()
-    for s in series:
+    for i, s in enumerate(series):
+        models = pooled or fit_load_models(train[:i] + train[i + 1:], list(TARGETS), list(QHORIZONS.values()))
         for target, column in TARGETS.items():
             y = s.columns[target]
             for hname, h in QHORIZONS.items():

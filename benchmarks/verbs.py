@@ -146,7 +146,8 @@ def cmd_bench_forecast(args: argparse.Namespace) -> int:
     from sentinel.benchmarks.forecast import render_forecast_bench, run_forecast_bench
 
     result = run_forecast_bench(Path(args.data), args.train_days,
-                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True),
+                                leave_one_out=args.leave_one_out)
     print(json.dumps(result, indent=2) if args.json else render_forecast_bench(result))
     return EXIT_OK
 
