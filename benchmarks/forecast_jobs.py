@@ -4,12 +4,14 @@ trace, against persistence and seasonal naive with empirical change quantiles.
 Protocol: the trace (``benchmarks.job_trace``) is cut into 10-minute bins from the day of its 1st-percentile
 submission (a trace's first jobs can precede its busy part by months); each bin's value is the load when it
 closes: GPUs of the jobs running, and of the jobs queued. The job model (``models.job_forecast``) learns run
-times, waits and arrivals from what was known at the end of the first ``train_days``; the quantile models
-(``models.forecast_quantiles``) are fitted on the origins of those days, with the job table's expectations
-rebuilt at each origin from what was known then, beside the load's own history. Every later bin is a forecast
+times, waits and arrivals from what was known at the end of the first ``train_days``. The model's quantiles are
+centred on the job model's expectation at each origin, rebuilt from the job table as known then: the quantile
+models (``models.forecast_quantiles``), fitted on the training origins with the load's own history as features,
+blended with the expectation plus its error quantiles on the training origins. Every later bin is a forecast
 origin; scores and baselines as ``bench forecast`` (``benchmarks.quantile_tally``), same keys, targets
-``running_gpu_num`` and ``pending_gpu_num``. The capacity (the scale of the features, and the ceiling on
-pending jobs starting) is the peak of running GPUs in the training days unless given.
+``running_gpu_num`` and ``pending_gpu_num``; ``job_table`` scores the expectation plus its error quantiles
+alone (what ``sentinel forecast`` shows from a stored job table). The capacity (the scale of the features, and
+the ceiling on pending jobs starting) is the peak of running GPUs in the training days unless given.
 """
 
 from __future__ import annotations
@@ -94,7 +96,9 @@ def run_forecast_jobs_bench(trace: Path, submit_col: str, start_col: str, end_co
             y = s.columns[target]
             spread = np.quantile(y[train_k + h] - expected(target, train_x, model.capacity), QUANTILES)
             qm = QuantileModel().fit([_rows(s, target, train_k, h, train_x, spread)])
-            tally.add("model", column, hname, y[test_k + h], qm.predict(_rows(s, target, test_k, h, test_x, spread)))
+            rows = _rows(s, target, test_k, h, test_x, spread)
+            tally.add("model", column, hname, y[test_k + h], qm.predict(rows))
+            tally.add("job_table", column, hname, y[test_k + h], rows.base)
             for name, q in baselines(y, test_k, h, train_end).items():
                 tally.add(name, column, hname, y[test_k + h], q)
     summary = tally.summary()
@@ -102,6 +106,7 @@ def run_forecast_jobs_bench(trace: Path, submit_col: str, start_col: str, end_co
         "trace": str(trace), "jobs": len(jobs), "days": round(len(s) * BIN_S / 86_400, 1), "train_days": train_days,
         "test_origins": int(len(s) - train_end), "capacity_gpus": float(s.capacity[0]),
         "model": summary["model"], "baselines": summary["baselines"], "goal": summary["goal"],
+        "job_table": tally.scores("job_table"),
         "job_model": {"run_time_median_s": _median(model), "start_share": round(model.start_share, 3),
                       "gpus_submitted_per_bin": round(float(model.rate.mean()), 3)},
         "wall_s": round(time.perf_counter() - started, 1),
@@ -118,4 +123,9 @@ def render_forecast_jobs(result: dict[str, Any]) -> str:
              f"from the busy part, trained on the first {result['train_days']:g}, {result['test_origins']} test "
              f"origins, capacity {result['capacity_gpus']:g} GPUs ({result['wall_s']} s)", ""]
     lines += render_quantiles(result)
+    job, last = result["job_table"]["pinball"], result["baselines"]["last"]["pinball"]
+    lines += ["", "the job model's expectation with its training error quantiles alone (what `sentinel forecast` "
+                  "shows from a job table), pinball vs last:"]
+    lines += [f"  {t:<18}" + "  ".join(f"{h} {v:.3f} vs {last[t][h]:.3f}" for h, v in per.items())
+              for t, per in job.items()]
     return "\n".join(lines)

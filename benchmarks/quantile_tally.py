@@ -45,7 +45,7 @@ class Tally:
     def add(self, method: str, target: str, horizon: str, truth: np.ndarray, q: np.ndarray) -> None:
         self.parts.setdefault((method, target, horizon), []).append((np.asarray(truth, float), np.asarray(q, float)))
 
-    def _scores(self, method: str) -> dict[str, Any]:
+    def scores(self, method: str) -> dict[str, Any]:
         out: dict[str, Any] = {"pinball": {}, "interval_score80": {}, "coverage80": {}}
         for (m, target, horizon), parts in self.parts.items():  # insertion order: targets, then horizons
             if m != method:
@@ -59,8 +59,8 @@ class Tally:
 
     def summary(self) -> dict[str, Any]:
         """``{"model": scores, "baselines": {name: scores}, "goal": ...}`` with scores keyed metric.target.horizon."""
-        model = self._scores("model")
-        base = {name: self._scores(name) for name in BASELINES if any(k[0] == name for k in self.parts)}
+        model = self.scores("model")
+        base = {name: self.scores(name) for name in BASELINES if any(k[0] == name for k in self.parts)}
         return {"model": model, "baselines": base, "goal": goal(model, base)}
 
 

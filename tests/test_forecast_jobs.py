@@ -79,6 +79,7 @@ def test_bench_forecast_jobs_replays_a_trace_with_named_columns(tmp_path: Path,
         assert set(result["model"]["pinball"][target]) == {"1h", "3h", "6h", "24h"}
         assert set(result["baselines"]["last"]["pinball"][target]) == {"1h", "3h", "6h", "24h"}
         assert all(0.0 <= c <= 1.0 for c in result["model"]["coverage80"][target].values())
+        assert set(result["job_table"]["pinball"][target]) == {"1h", "3h", "6h", "24h"}
     assert result["job_model"]["start_share"] == pytest.approx(0.95, abs=0.03)
     assert 3000 < result["job_model"]["run_time_median_s"] < 5000  # exponential, mean 5400 s: median 3743 s
 
