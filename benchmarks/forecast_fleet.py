@@ -63,7 +63,7 @@ def run_fleet_bench(nodes: int, runs: int = 3, progress: Callable[[str], None] |
         path = Path(tmp) / "fleet.db"
         say(f"building a store with {nodes} nodes")
         build_store(path, nodes, float(int(time.time()) // 600 * 600))
-        cold = [_timed(path, ["--refit"], "fitted", say, f"cold run {i + 1}/{runs}") for i in range(runs)]
+        cold = [_timed(path, ["--refit", "--save"], "fitted", say, f"cold run {i + 1}/{runs}") for i in range(runs)]
         warm = [_timed(path, [], "stored", say, f"warm run {i + 1}/{runs}") for i in range(runs)]
     median = statistics.median(warm)
     return {"nodes": nodes, "gpus": nodes * 8, "cold_runs_s": [round(w, 2) for w in cold],
