@@ -164,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                                    "of a large fleet")
     ff.add_argument("--nodes", type=int, default=10_000, help="nodes of 8 GPUs (default 10000)")
     ff.add_argument("--runs", type=int, default=3, help="timed runs (default 3)")
+    ff.add_argument("--job-table", action="store_true", help="also fill a job table (the bins derived from it), "
+                                                             "so each call takes its quantiles from it")
     ff.add_argument("--json", action="store_true", help="print results as JSON")
     ff.set_defaults(func=cmd_bench_forecast_fleet)
     about = ("time from fault onset to alert: Sentinel beside a real Prometheus scraping dcgm-exporter-style "

@@ -170,7 +170,8 @@ def cmd_bench_forecast_fleet(args: argparse.Namespace) -> int:
     if args.nodes < 1 or args.runs < 1:
         raise ValidationError("--nodes and --runs must be >= 1")
     result = run_fleet_bench(args.nodes, args.runs,
-                             progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+                             progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True),
+                             with_jobs=args.job_table)
     print(json.dumps(result, indent=2) if args.json else render_fleet(result))
     return EXIT_OK
 

@@ -1,8 +1,8 @@
 """Quantiles from the job table for ``sentinel forecast``: the job model's expected running and pending GPUs at
 1 h, 3 h, 6 h and 24 h, with p10 and p90 from that expectation's own errors on the recorded past.
 
-The job model (``models.job_forecast``) is fitted on the recorded jobs up to now; it is then replayed at hourly
-origins over the past week of load bins, each from the job table as it was known then, and the 10 %, 50 % and
+The job model (``models.job_forecast``) is fitted on the jobs recorded in the last 8 days; it is then replayed at
+origins every 2 h over the past week of load bins, each from the job table as it was known then, and the 10 %, 50 % and
 90 % quantiles of (truth - expectation) there shift today's expectation. This is the baseline that
 ``sentinel-bench forecast-jobs`` blends its gradient-boosted quantiles with (docs/benchmarks.md); it needs only
 numpy, so the command stays fast. Too little recorded (fewer than ``MIN_ENDED`` ended jobs or a day of bins):
@@ -24,20 +24,21 @@ from sentinel.store.queue_jobs import job_table
 AHEAD = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}
 MIN_ENDED = 20
 PAST_BINS = 7 * DAY
-EVERY = 6  # replay origins one hour apart
+EVERY = 12  # replay origins two hours apart (84 a week: enough for three quantiles, and fast)
 
 
 def job_quantiles(engine: Engine, partition: str, s: LoadSeries,
                   horizon_bins: int) -> tuple[dict[str, dict[str, dict[str, float]]] | None, str]:
     """``({target: {horizon: {p10, p50, p90}}}, what was used)`` or ``(None, why not)``."""
-    jobs = job_table(engine, None if partition == ALL else partition)
+    now = float(s.ts[-1]) + BIN_S  # each bin holds the queue as it stood when it closed
+    # the jobs that matter to the replayed week: those open at its start or later (and they teach the run times)
+    jobs = job_table(engine, None if partition == ALL else partition, now - (PAST_BINS + DAY) * BIN_S)
     ended = int(np.isfinite(jobs.end).sum())
     if not len(jobs):
         return None, ""
     if ended < MIN_ENDED or len(s) < DAY:
         return None, (f"job table: {len(jobs)} jobs recorded, {ended} ended; the job-aware quantiles need "
                       f"{MIN_ENDED} ended jobs and a day of load bins")
-    now = float(s.ts[-1]) + BIN_S  # each bin holds the queue as it stood when it closed
     capacity = max(float(np.nanmax(s.capacity)), float(np.max(s.columns["running_gpus"])), 1.0)
     model = JobModel.fit(jobs, now, capacity, first=float(s.ts[max(0, len(s) - 4 * 7 * DAY)]))
     out: dict[str, dict[str, dict[str, float]]] = {}

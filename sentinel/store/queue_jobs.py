@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, func, or_, select, update
 
 from sentinel.load_bins import QueueJob
 from sentinel.models.job_forecast import Jobs
@@ -39,14 +39,17 @@ def job_count(engine: Engine) -> int:
         return int(conn.execute(select(func.count()).select_from(s.queue_jobs)).scalar() or 0)
 
 
-def job_table(engine: Engine, partition: str | None = None) -> Jobs:
-    """Every recorded job (of ``partition``, or all) as arrays: NaN where a time is unknown."""
+def job_table(engine: Engine, partition: str | None = None, since_ts: float | None = None) -> Jobs:
+    """The recorded jobs (of ``partition``, or all; with ``since_ts``, only those not ended before it) as arrays:
+    NaN where a time is unknown."""
     t = s.queue_jobs
     query = select(t.c.submit_ts, t.c.first_seen_ts, t.c.start_ts, t.c.end_ts, t.c.gpus, t.c.time_limit_s)
     if partition is not None:
         query = query.where(t.c.partition == partition)
+    if since_ts is not None:
+        query = query.where(or_(t.c.end_ts.is_(None), t.c.end_ts >= since_ts))
     with engine.connect() as conn:
         rows = conn.execute(query).all()
-    a = np.array([[r[0] if r[0] is not None else r[1], *(np.nan if v is None else v for v in r[2:])] for r in rows],
-                 dtype=float).reshape(-1, 5)
-    return Jobs(a[:, 0], a[:, 1], a[:, 2], a[:, 3], a[:, 4])
+    a = np.array([tuple(r) for r in rows], dtype=float).reshape(-1, 6)  # None becomes NaN
+    submit = np.where(np.isnan(a[:, 0]), a[:, 1], a[:, 0])  # no submit time: first seen
+    return Jobs(submit, a[:, 2], a[:, 3], a[:, 4], a[:, 5])
