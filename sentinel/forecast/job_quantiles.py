@@ -2,7 +2,7 @@
 1 h, 3 h, 6 h and 24 h, with p10 and p90 from that expectation's own errors on the recorded past.
 
 The job model (``models.job_forecast``) is fitted on the jobs recorded in the last 8 days; it is then replayed at
-origins every 2 h over the past week of load bins, each from the job table as it was known then, and the 10 %, 50 % and
+origins every 3 h over the past week of load bins, each from the job table as it was known then, and the 10 %, 50 % and
 90 % quantiles of (truth - expectation) there shift today's expectation. This is the baseline that
 ``sentinel-bench forecast-jobs`` blends its gradient-boosted quantiles with (docs/benchmarks.md); it needs only
 numpy, so the command stays fast. Too little recorded (fewer than ``MIN_ENDED`` ended jobs or a day of bins):
@@ -24,7 +24,7 @@ from sentinel.store.queue_jobs import job_table
 AHEAD = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}
 MIN_ENDED = 20
 PAST_BINS = 7 * DAY
-EVERY = 12  # replay origins two hours apart (84 a week: enough for three quantiles, and fast)
+EVERY = 18  # replay origins three hours apart (56 a week: enough for three quantiles, and fast)
 
 
 def job_quantiles(engine: Engine, partition: str, s: LoadSeries,
