@@ -107,3 +107,17 @@ def test_forecast_takes_its_quantiles_from_the_job_table_when_it_has_enough(
     assert set(q) == {"1h", "3h", "6h"}
     assert all(v["p10"] <= v["p50"] <= v["p90"] for v in q.values())
     assert 6.0 <= q["1h"]["p50"] <= 10.0 and 6.0 <= q["6h"]["p50"] <= 10.0
+
+
+def test_retention_drops_jobs_that_ended_before_the_cutoff_and_keeps_open_ones(repo: Repository) -> None:
+    from sentinel.config import from_mapping
+    from sentinel.housekeeping import DAY_S, cutoffs
+    from sentinel.store.retention import prune
+
+    now = 100 * DAY_S
+    record_jobs(repo.engine, now - 40 * DAY_S, parse_squeue(_queue(RUNNING, PENDING), ts=0.0).jobs or ())
+    record_jobs(repo.engine, now - 39 * DAY_S, parse_squeue(_queue(PENDING), ts=0.0).jobs or ())  # 31 ended
+    kept = cutoffs(from_mapping({}).store.retention, now)
+    assert kept.queue_jobs == now - 30 * DAY_S
+    assert prune(repo.engine, kept, now).get("queue_jobs") == 1
+    assert job_count(repo.engine) == 1  # the pending job has not ended: it stays
