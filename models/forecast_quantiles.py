@@ -130,12 +130,13 @@ def _widened(q: np.ndarray, factor: float) -> np.ndarray:
 def relative(m: np.ndarray) -> np.ndarray:
     """The calendar features (``models.calendar_features.FEATURES``) with every rolling level taken relative to
     the value now: changes, level minus the 1 h / 3 h / 1 d means, 3 h max minus level and level minus 3 h min,
-    yesterday's change, same time yesterday minus level, the calendar, and the level itself. Chosen over the
+    yesterday's change, same time yesterday minus level, the calendar, the level itself and the other target's
+    level (the queue for running GPUs, the running GPUs for the queue). Chosen over the
     absolute levels by leave-one-cluster-out on the Helios clusters (docs/benchmarks.md): a pooled model
     with absolute levels learns each cluster's own range and fails at 24 h on a cluster it has not seen."""
     level = m[:, 0:1]
     return np.column_stack([m[:, 2:5], level - m[:, 5:8], m[:, 8:9] - level, level - m[:, 9:10], m[:, 10:11],
-                            m[:, 11:12] - level, m[:, 12:15], level])
+                            m[:, 11:12] - level, m[:, 12:15], level, m[:, 1:2]])
 
 
 # ----- the aggregate-bin path ------------------------------------------------------------------------------------
