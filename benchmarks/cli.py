@@ -21,6 +21,7 @@ from sentinel.benchmarks.verbs import (
     cmd_bench_detect,
     cmd_bench_forecast,
     cmd_bench_forecast_fleet,
+    cmd_bench_forecast_jobs,
     cmd_bench_goodput,
     cmd_bench_pipeline,
     cmd_bench_sim,
@@ -141,12 +142,30 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--data", required=True, metavar="DIR",
                     help="folder with one CSV per virtual cluster (Helios format, e.g. helios/earth_vc_minute)")
     bf.add_argument("--train-days", type=float, default=21.0, help="train on the first N days (default 21)")
+    bf.add_argument("--leave-one-out", action="store_true", help="score each cluster's quantiles with models "
+                    "fitted on the other clusters only (a cluster the model has not seen)")
     bf.add_argument("--json", action="store_true", help="print results as JSON")
     bf.set_defaults(func=cmd_bench_forecast)
+    fj = bench.add_parser("forecast-jobs", parents=[common], help="job-aware quantile forecasts of running and "
+                          "pending GPUs replayed from a job trace, beside persistence and seasonal naive")
+    fj.add_argument("--trace", required=True, metavar="FILE", help="CSV (optionally .gz), one row per job, times in "
+                                                                   "seconds; an empty start: the job never ran")
+    fj.add_argument("--submit-col", default="submit", help="column of the submit time (default submit)")
+    fj.add_argument("--start-col", default="start", help="column of the start time (default start)")
+    fj.add_argument("--end-col", default="end", help="column of the end time (default end)")
+    fj.add_argument("--gpus-col", default="gpus", help="column of the GPU count (default gpus)")
+    fj.add_argument("--limit-col", help="column of the time limit in seconds, if the trace has one")
+    fj.add_argument("--train-days", type=float, default=21.0, help="train on the first N days of the busy part "
+                                                                   "(default 21)")
+    fj.add_argument("--capacity", type=float, help="GPUs of the cluster (default: the peak running in training)")
+    fj.add_argument("--json", action="store_true", help="print results as JSON")
+    fj.set_defaults(func=cmd_bench_forecast_jobs)
     ff = bench.add_parser("forecast-fleet", parents=[common], help="time `sentinel forecast` on a generated store "
                                                                    "of a large fleet")
     ff.add_argument("--nodes", type=int, default=10_000, help="nodes of 8 GPUs (default 10000)")
     ff.add_argument("--runs", type=int, default=3, help="timed runs (default 3)")
+    ff.add_argument("--job-table", action="store_true", help="also fill a job table (the bins derived from it), "
+                                                             "so each call takes its quantiles from it")
     ff.add_argument("--json", action="store_true", help="print results as JSON")
     ff.set_defaults(func=cmd_bench_forecast_fleet)
     about = ("time from fault onset to alert: Sentinel beside a real Prometheus scraping dcgm-exporter-style "

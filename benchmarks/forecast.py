@@ -7,6 +7,13 @@ origin. Baselines in the same run: last value (``y[k]``), seasonal naive day (``
 (``y[k + h - 7 days]``). Scores pool every (series, origin) pair: MAE in GPUs and sMAPE in percent,
 ``200 * |y - f| / (|y| + |f|)`` per point with 0/0 counted as 0 (a correct forecast of an empty queue), then the
 mean. The goal is an sMAPE at 1 h and 3 h at least 20 % below the best baseline's.
+
+Quantiles (issue 21), in the same run: p10/p50/p90 at 1 h, 3 h, 6 h and 24 h from ``models.forecast_quantiles``
+(fitted on the same training bins), against persistence and seasonal naive with empirical change quantiles
+(``benchmarks.quantile_tally``): keys ``model.pinball``, ``model.interval_score80``, ``model.coverage80`` and the
+same under ``baselines.<name>``, per target column and horizon; the goal check under ``quantile_goal``. With
+``--leave-one-out`` each cluster's quantiles come from models fitted on the other clusters only: how the
+model does on a cluster it was not fitted on (the point forecasts are unchanged).
 """
 
 from __future__ import annotations
@@ -18,10 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from sentinel.benchmarks.quantile_tally import QHORIZONS, Tally, baselines, render_quantiles
 from sentinel.benchmarks.traces import read_traces
 from sentinel.errors import ValidationError
 from sentinel.models.calendar_features import DAY, WEEK
 from sentinel.models.forecast import DemandForecaster, LoadSeries
+from sentinel.models.forecast_quantiles import fit_load_models, load_rows
+from sentinel.models.quantile_scores import change_quantiles
 
 HORIZONS = {"10m": 1, "1h": 6, "3h": 18}
 TARGETS = {"running_gpus": "running_gpu_num", "pending_gpus": "pending_gpu_num"}
@@ -39,14 +49,14 @@ def _train_part(s: LoadSeries, end: int) -> LoadSeries:
 
 
 def run_forecast_bench(data: Path, train_days: float = 21.0,
-                       progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                       progress: Callable[[str], None] | None = None, leave_one_out: bool = False) -> dict[str, Any]:
     say = progress or (lambda _text: None)
     started = time.perf_counter()
     series, skipped = read_traces(data, say)
     train_end = int(round(train_days * DAY))
-    short = [s.name for s in series if len(s) < train_end + max(HORIZONS.values()) + 1]
+    short = [s.name for s in series if len(s) < train_end + max(QHORIZONS.values()) + 1]
     if short:
-        raise ValidationError(f"series shorter than {train_days:g} days of training plus 3 h of test: "
+        raise ValidationError(f"series shorter than {train_days:g} days of training plus 24 h of test: "
                               f"{', '.join(short)}")
     if train_end < WEEK:
         raise ValidationError("--train-days must be at least 7 (the weekly baseline needs a week)")
@@ -82,12 +92,41 @@ def run_forecast_bench(data: Path, train_days: float = 21.0,
                                               & (truth <= mid + hi * scale + 1e-9))
                 per_series[s.name].setdefault(column, {})[hname] = {
                     m: round(float(errors[m][target][hname][-1].mean()), 2) for m in METHODS}
+    say("fitting and scoring the quantile models (1 h to 24 h)")
+    quantile_started = time.perf_counter()
+    quantiles = score_quantiles(series, train_end, leave_one_out)
+    quantile_s = time.perf_counter() - quantile_started
     result = _summarise(errors, covered, per_series, series, skipped, data, train_days, fit_s,
                         time.perf_counter() - started)
+    for method in ("model", *result["baselines"]):
+        src = quantiles["model"] if method == "model" else quantiles["baselines"][method]
+        (result["model"] if method == "model" else result["baselines"][method]).update(src)
+    result["quantile_goal"] = quantiles["goal"]
+    result["quantile_s"] = round(quantile_s, 1)
+    result["quantile_leave_one_out"] = leave_one_out
     # why persistence is hard to beat here: the share of test points whose truth is exactly the value now
     result["truth_equals_last_fraction"] = {c: {h: round(float(np.concatenate(unchanged[t][h]).mean()), 3)
                                                 for h in HORIZONS} for t, c in TARGETS.items()}
     return result
+
+
+def score_quantiles(series: list[LoadSeries], train_end: int, leave_one_out: bool = False) -> dict[str, Any]:
+    """Quantile models fitted on every series' first ``train_end`` bins, scored on the rest beside the baselines;
+    ``leave_one_out``: each series is scored by models fitted on the other series only (a cluster not seen)."""
+    train = [_train_part(s, train_end) for s in series]
+    pooled = None if leave_one_out else fit_load_models(train, list(TARGETS), list(QHORIZONS.values()))
+    tally = Tally()
+    for i, s in enumerate(series):
+        models = pooled or fit_load_models(train[:i] + train[i + 1:], list(TARGETS), list(QHORIZONS.values()))
+        for target, column in TARGETS.items():
+            y = s.columns[target]
+            for hname, h in QHORIZONS.items():
+                k = np.arange(train_end - 1, len(s) - h)
+                rows = load_rows(s, target, k, h, change_quantiles(y, h, train_end))
+                tally.add("model", column, hname, y[k + h], models[(target, h)].predict(rows))
+                for name, q in baselines(y, k, h, train_end).items():
+                    tally.add(name, column, hname, y[k + h], q)
+    return tally.summary()
 
 
 def _summarise(errors: dict[str, Any], covered: dict[str, Any], per_series: dict[str, Any],
@@ -151,6 +190,8 @@ def render_forecast_bench(result: dict[str, Any]) -> str:
         lines.append(f"goal {key}: model sMAPE {g['model_smape']:.2f} vs {g['best_baseline_smape']:.2f} "
                      f"({g['best_baseline']}): {g['reduction']:.1%} lower, needs >= "
                      f"{result['goal']['target_reduction']:.0%}: {verdict}")
+    if "quantile_goal" in result:
+        lines += ["", *render_quantiles({"goal": result["quantile_goal"], "baselines": result["baselines"]})]
     if result["skipped_files"]:
         lines.append(f"skipped (not this format): {', '.join(result['skipped_files'])}")
     return "\n".join(lines)

@@ -146,8 +146,21 @@ def cmd_bench_forecast(args: argparse.Namespace) -> int:
     from sentinel.benchmarks.forecast import render_forecast_bench, run_forecast_bench
 
     result = run_forecast_bench(Path(args.data), args.train_days,
-                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+                                progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True),
+                                leave_one_out=args.leave_one_out)
     print(json.dumps(result, indent=2) if args.json else render_forecast_bench(result))
+    return EXIT_OK
+
+
+def cmd_bench_forecast_jobs(args: argparse.Namespace) -> int:
+    from sentinel.benchmarks.forecast_jobs import render_forecast_jobs, run_forecast_jobs_bench
+
+    if args.capacity is not None and args.capacity <= 0:
+        raise ValidationError("--capacity must be > 0")
+    result = run_forecast_jobs_bench(Path(args.trace), args.submit_col, args.start_col, args.end_col, args.gpus_col,
+                                     args.limit_col, args.train_days, args.capacity,
+                                     progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_forecast_jobs(result))
     return EXIT_OK
 
 
@@ -157,7 +170,8 @@ def cmd_bench_forecast_fleet(args: argparse.Namespace) -> int:
     if args.nodes < 1 or args.runs < 1:
         raise ValidationError("--nodes and --runs must be >= 1")
     result = run_fleet_bench(args.nodes, args.runs,
-                             progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+                             progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True),
+                             with_jobs=args.job_table)
     print(json.dumps(result, indent=2) if args.json else render_fleet(result))
     return EXIT_OK
 

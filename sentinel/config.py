@@ -110,11 +110,12 @@ class RetentionConfig(_Section, frozen=True):
     load_bins_days: float = 400.0  # the forecast learns weekly and yearly seasons from these
     forecasts_days: float = 30.0  # forecasts as they were made
     nodes_days: float = 30.0  # nodes not heard from (and holding no incident): a removed node stops counting
+    queue_jobs_days: float = 30.0  # ended jobs of the job table (the job-aware forecast reads the last 8 days)
     interval_s: float = 3600.0  # how often the controller prunes
 
     def __post_init__(self) -> None:
         for name in ("resolved_incidents_days", "findings_days", "journal_days", "load_bins_days", "forecasts_days",
-                     "nodes_days"):
+                     "nodes_days", "queue_jobs_days"):
             _non_negative(name, getattr(self, name))
         _positive("interval_s", self.interval_s)
 

@@ -26,7 +26,8 @@ def cutoffs(config: RetentionConfig, now: float) -> Cutoffs:
 
     return Cutoffs(resolved_incidents=before(config.resolved_incidents_days), findings=before(config.findings_days),
                    journal=before(config.journal_days), load_bins=before(config.load_bins_days),
-                   forecasts=before(config.forecasts_days), nodes=before(config.nodes_days))
+                   forecasts=before(config.forecasts_days), nodes=before(config.nodes_days),
+                   queue_jobs=before(config.queue_jobs_days))
 
 
 def prune_store(repo: Repository, config: RetentionConfig, clock: Clock, metrics: Metrics | None) -> dict[str, int]:

@@ -54,11 +54,25 @@ class PartitionLoad:
 
 
 @dataclass(frozen=True)
+class QueueJob:
+    """One GPU job in a queue snapshot: the job table the job-aware forecast learns from (docs/forecast.md)."""
+
+    job_id: str
+    partition: str
+    gpus: float  # allocated when running, requested when pending
+    submit_ts: float | None
+    start_ts: float | None  # None while pending
+    time_limit_s: float | None = None  # None: unlimited or unknown
+
+
+@dataclass(frozen=True)
 class QueueSnapshot:
-    """The scheduler queue at one moment, per partition (parsers fill ``ALL`` with the cluster total)."""
+    """The scheduler queue at one moment, per partition (parsers fill ``ALL`` with the cluster total), and the GPU
+    jobs in it when the source lists them (``jobs`` None: a source that does not, such as the simulator)."""
 
     ts: float
     partitions: dict[str, PartitionLoad] = field(default_factory=dict)
+    jobs: tuple[QueueJob, ...] | None = None
 
 
 class LoadRecorder:

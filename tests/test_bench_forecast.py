@@ -6,6 +6,7 @@ import gzip
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,8 +47,12 @@ def test_smape_counts_a_correct_empty_forecast_as_zero() -> None:
     assert smape(np.array([0.0, 10.0, 0.0]), np.array([0.0, 10.0, 5.0])).tolist() == [0.0, 0.0, 200.0]
 
 
-def test_bench_scores_model_and_baselines_per_target_and_horizon(trace_dir: Path) -> None:
-    result = run_forecast_bench(trace_dir, train_days=7)
+@pytest.fixture(scope="module")
+def result(trace_dir: Path) -> dict[str, Any]:
+    return run_forecast_bench(trace_dir, train_days=7)
+
+
+def test_bench_scores_model_and_baselines_per_target_and_horizon(result: dict[str, Any]) -> None:
     assert result["series"] == ["vcAAA", "vcBBB"] and result["skipped_files"] == ["Earth_gpu_number.csv"]
     for method in (result["model"], *(result["baselines"][b] for b in ("last", "seasonal_day", "seasonal_week"))):
         for metric in ("smape", "mae"):
@@ -59,6 +64,23 @@ def test_bench_scores_model_and_baselines_per_target_and_horizon(trace_dir: Path
     assert result["baselines"]["last"]["mae"]["running_gpu_num"]["1h"] > 0
     assert set(result["goal"]["by"]) == {"running_gpu_num.1h", "running_gpu_num.3h", "pending_gpu_num.1h",
                                          "pending_gpu_num.3h"}
+
+
+def test_bench_adds_pinball_and_coverage_at_1h_to_24h_beside_the_baselines(result: dict[str, Any]) -> None:
+    """Issue 21: quantile scores under the same model/baselines keys; the point scores stay."""
+    horizons = {"1h", "3h", "6h", "24h"}
+    for target in ("running_gpu_num", "pending_gpu_num"):
+        assert set(result["model"]["pinball"][target]) == horizons
+        assert set(result["model"]["coverage80"][target]) == horizons
+        assert all(0.0 <= c <= 1.0 for c in result["model"]["coverage80"][target].values())
+        for name in ("last", "seasonal_day", "seasonal_week"):
+            assert set(result["baselines"][name]["pinball"][target]) == horizons
+    # a purely daily series: yesterday's value never misses, and its empirical daily change is 0
+    assert result["baselines"]["seasonal_day"]["pinball"]["running_gpu_num"]["6h"] == 0.0
+    assert result["baselines"]["last"]["pinball"]["running_gpu_num"]["6h"] > 0
+    goal = result["quantile_goal"]["by"]["running_gpu_num.6h"]
+    assert goal["best_baseline"] == "seasonal_day" and goal["needs"] == 0.15
+    assert "smape" in result["model"] and "10m" in result["model"]["smape"]["running_gpu_num"]
 
 
 def test_bench_forecast_cli_prints_json(trace_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

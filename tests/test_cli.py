@@ -35,7 +35,7 @@ def test_the_benchmarks_have_their_own_command() -> None:
     result = _bench("--help")
     assert result.returncode == 0 and result.stdout.startswith("usage: sentinel-bench")
     for name in ("codec", "agent", "pipeline", "detect", "goodput", "chaos", "calibration", "smd", "asd",
-                 "forecast", "forecast-fleet", "alerting", "actuate"):
+                 "forecast", "forecast-jobs", "forecast-fleet", "alerting", "actuate"):
         assert f"    {name}" in result.stdout, name
 
 

@@ -224,3 +224,20 @@ def test_the_plot_marks_now_says_utc_and_draws_capacity_as_it_was(store: Path, t
     assert fig.axes[-1].get_xlabel() == "time (UTC)"
     [capacity] = [line for line in running.get_lines() if line.get_label() == "capacity"]
     assert len(capacity.get_xdata()) == len(report["history"]["ts"])  # one value per bin, not one line
+
+
+def test_json_and_table_show_p10_p50_p90_per_horizon_and_the_inputs_used(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 21: the quantiles at 1 h, 3 h, 6 h and 24 h, and which inputs the forecast read."""
+    assert main(["forecast", "--db", str(store), "-o", "json", "--horizon", "24h"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["inputs"].startswith("aggregate load bins (")
+    q = report["quantiles"]["running_gpus"]
+    assert list(q) == ["1h", "3h", "6h", "24h"]
+    assert all(v["p10"] <= v["p50"] <= v["p90"] for v in q.values())
+    at_6h = report["forecast"]["running_gpus"][35]
+    assert q["6h"] == {"p10": round(at_6h["lo"], 2), "p50": round(at_6h["point"], 2), "p90": round(at_6h["hi"], 2)}
+    assert main(["forecast", "--db", str(store), "--horizon", "3h"]) == 0
+    text = capsys.readouterr().out
+    assert "inputs: aggregate load bins" in text and "p10 / p50 / p90" in text
+    assert "+3h" in text and "+6h" not in text  # only the horizons asked for

@@ -22,6 +22,7 @@ from sentinel.models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
 from sentinel.store import load as store
 
 RISK_LOOKBACK_S = 86_400.0
+QUANTILE_AHEAD = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}  # bins: the horizons the quantile table shows
 
 
 def horizon_bins(horizon_s: float) -> int:
@@ -82,11 +83,22 @@ def build_report(engine: Engine, partition: str | None = None, horizon_s: float 
         "horizon_s": horizon_s,
         "method": forecast.method if forecast else "none",
         "model": fitted,
+        "inputs": _inputs(history),
+        "quantiles": _quantiles(forecast),
+        "quantiles_from": "aggregate load bins",
         "notes": notes,
         "history": _history(history),
         "forecast": {t: [vars(p) for p in pts] for t, pts in (forecast.targets.items() if forecast else [])},
         "risk": _risk(risk),
     }
+    if history is not None and chosen is not None:
+        from sentinel.forecast.job_quantiles import job_quantiles
+
+        from_jobs, used = job_quantiles(engine, chosen, history, bins)
+        if from_jobs:
+            report.update(quantiles=from_jobs, quantiles_from=used, inputs=f"{used} and {report['inputs']}")
+        elif used:
+            notes.append(used)
     fleet_wide = chosen in (None, ALL) or len(store.partitions(engine)) == 1
     if forecast is not None and fleet_wide and nodes:
         report["outlook"] = _outlook(forecast, risk, model, nodes, as_of)
@@ -95,6 +107,26 @@ def build_report(engine: Engine, partition: str | None = None, horizon_s: float 
     elif forecast is not None:
         notes.append("capacity outlook is fleet-wide: see --partition all")
     return report
+
+
+def _inputs(s: LoadSeries | None) -> str:
+    """What the forecast read: the store holds aggregate load bins only (no job table is recorded yet)."""
+    if s is None or not len(s):
+        return "none"
+    return f"aggregate load bins ({len(s)} bins of 10 min)"
+
+
+def _quantiles(forecast: Forecast | None) -> dict[str, dict[str, dict[str, float]]]:
+    """p10, p50, p90 per target at 1 h, 3 h, 6 h and 24 h (those within the horizon): the forecast's interval
+    bounds and point (the point is the median forecast, the bounds the 10 % and 90 % quantiles)."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for target, points in (forecast.targets.items() if forecast else []):
+        for name, bins in QUANTILE_AHEAD.items():
+            if bins <= len(points):
+                p = points[bins - 1]
+                out.setdefault(target, {})[name] = {"p10": round(p.lo, 2), "p50": round(p.point, 2),
+                                                    "p90": round(p.hi, 2)}
+    return out
 
 
 def _history(s: LoadSeries | None, keep: int = 36) -> dict[str, Any]:

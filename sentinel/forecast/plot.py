@@ -30,9 +30,9 @@ def plot_report(report: dict[str, Any], path: str) -> None:
         points = fc[target]
         ax.plot(when(hist.get("ts", [])), hist.get(target, []), color="0.3", label="history")
         x = when([p["ts"] for p in points])
-        ax.plot(x, [p["point"] for p in points], color="tab:blue", label="forecast")
+        ax.plot(x, [p["point"] for p in points], color="tab:blue", label="forecast (p50)")
         ax.fill_between(x, [p["lo"] for p in points], [p["hi"] for p in points], color="tab:blue", alpha=0.2,
-                        label="80% interval")
+                        label="p10-p90 (80% interval)")
         if target == "running_gpus" and report.get("outlook"):
             ax.plot(x, [o["available_gpus"] for o in report["outlook"]], color="tab:red", linestyle="--",
                     label="healthy - expected loss")
@@ -44,7 +44,8 @@ def plot_report(report: dict[str, Any], path: str) -> None:
         ax.axvline(datetime.fromtimestamp(report["as_of"], UTC), color="0.2", linewidth=0.8, label="now")
         ax.set_ylabel(target.replace("_", " "))
         ax.legend(loc="upper left", fontsize=7)
-    axes[0, 0].set_title(f"partition {report['partition']}: forecast ({report['method']})")
+    axes[0, 0].set_title(f"partition {report['partition']}: forecast ({report['method']}; inputs: "
+                         f"{report.get('inputs', 'aggregate load bins')})", fontsize=9)
     axes[-1, 0].set_xlabel("time (UTC)")
     fig.autofmt_xdate()
     fig.tight_layout()

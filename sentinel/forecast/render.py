@@ -42,6 +42,16 @@ def forecast_table(report: dict[str, Any]) -> str:
     return render(rows, columns)
 
 
+def quantile_table(report: dict[str, Any]) -> str:
+    by_target = report.get("quantiles") or {}
+    horizons = list(dict.fromkeys(h for per in by_target.values() for h in per))
+    if not horizons:
+        return ""
+    rows = [{"target": NAMES.get(t, t), **{h: f"{_num(q['p10'])} / {_num(q['p50'])} / {_num(q['p90'])}"
+                                          for h, q in per.items()}} for t, per in by_target.items()]
+    return render(rows, [("target", "target"), *[(h, f"+{h}") for h in horizons]])
+
+
 def chart(history: Sequence[float], forecast: Sequence[dict[str, Any]], title: str, height: int = 8,
           capacity: float | None = None) -> str:
     """History as ``*``, forecast as ``o``, its 80 % interval as ``:``, capacity as ``-``; one column per bin."""
@@ -87,10 +97,15 @@ def _model_line(report: dict[str, Any]) -> str:
 def render_report(report: dict[str, Any]) -> str:
     out = [f"forecast for partition {report['partition'] or '-'} as of {fmt_ts(report['as_of'])} UTC, "
            f"horizon {report['horizon_s'] / 3600:g} h, method {report['method']}{_model_line(report)}"]
+    out.append(f"inputs: {report.get('inputs', 'aggregate load bins')}")
     out += [f"note: {n}" for n in report["notes"]]
+    quantiles = quantile_table(report)
+    if quantiles:
+        out += ["", f"quantiles (GPUs): p10 / p50 / p90, from the {report.get('quantiles_from', 'load bins')}",
+                quantiles]
     table = forecast_table(report)
     if table:
-        out += ["", "demand per bin: point [80% interval]", table]
+        out += ["", "demand per bin: p50 [p10-p90, the 80% interval]", table]
         hist = report["history"]
         fc = report["forecast"]
         caps = [c for c in hist.get("total_gpus", []) if math.isfinite(c)]

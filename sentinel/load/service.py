@@ -26,6 +26,7 @@ from sentinel.errors import SentinelError
 from sentinel.events import TelemetrySample
 from sentinel.load_bins import LoadBin, LoadRecorder, QueueSnapshot
 from sentinel.store.load import record_load_bins
+from sentinel.store.queue_jobs import record_jobs
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,11 @@ class LoadService:
             return []
         boundary, self._due = self._due, self._next(now)
         try:
-            bins = self.recorder.close(self.source.snapshot(boundary))
+            snapshot = self.source.snapshot(boundary)
+            bins = self.recorder.close(snapshot)
             record_load_bins(self.engine, bins)
+            if snapshot.jobs is not None:  # the job table, when the source lists jobs (squeue does)
+                record_jobs(self.engine, snapshot.ts, snapshot.jobs)
         except (SentinelError, SQLAlchemyError) as exc:
             log.warning("load bins not recorded at %.0f: %s", boundary, exc)
             return []

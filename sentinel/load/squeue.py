@@ -5,7 +5,8 @@ Both JSON shapes in the field are read: Slurm 22.05 (``job_state`` a string, tim
 "number"}``, ``gres/gpu:8``). A job's GPUs come from ``tres_alloc_str`` when allocated, else ``tres_req_str``,
 else ``tres_per_job`` / ``tres_per_node`` x nodes. A pending job that names several partitions counts in the
 first. Jobs that started and ended between two snapshots are invisible to ``squeue``, so ``submissions``
-undercounts short jobs.
+undercounts short jobs. The snapshot also lists every GPU job (id, partition, GPUs, submit and start times, time
+limit): the job table ``sentinel.store.queue_jobs`` keeps.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sentinel.errors import ValidationError
-from sentinel.load_bins import ALL, PartitionLoad, QueueSnapshot
+from sentinel.load_bins import ALL, PartitionLoad, QueueJob, QueueSnapshot
 from sentinel.slurm_cli import SlurmCli
 
 RUNNING = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SUSPENDED"})
@@ -73,6 +74,7 @@ def parse_squeue(data: str | bytes | Mapping[str, Any], ts: float,
     if not isinstance(data, Mapping) or not isinstance(data.get("jobs"), list):
         raise ValidationError("squeue --json: expected an object with a 'jobs' list")
     acc: dict[str, dict[str, Any]] = {}
+    jobs: list[QueueJob] = []
     for job in data["jobs"]:
         if not isinstance(job, Mapping):
             raise ValidationError("squeue --json: a job is not an object")
@@ -82,6 +84,8 @@ def parse_squeue(data: str | bytes | Mapping[str, Any], ts: float,
         partition = str(job.get("partition") or "default").split(",")[0]
         gpus = job_gpus(job)
         submit = _number(job.get("submit_time"))
+        if gpus > 0 and job.get("job_id") is not None:
+            jobs.append(_job(job, partition, gpus, submit, state in RUNNING))
         for name in (partition, ALL):
             slot = acc.setdefault(name, {"running": 0.0, "pending": 0.0, "submits": []})
             slot["running" if state in RUNNING else "pending"] += gpus
@@ -95,7 +99,13 @@ def parse_squeue(data: str | bytes | Mapping[str, Any], ts: float,
         name: PartitionLoad(running_gpus=v["running"], pending_gpus=v["pending"], total_gpus=capacity.get(name),
                             submit_ts=tuple(v["submits"]))
         for name, v in acc.items()
-    })
+    }, jobs=tuple(jobs))
+
+
+def _job(job: Mapping[str, Any], partition: str, gpus: float, submit: float | None, running: bool) -> QueueJob:
+    limit = _number(job.get("time_limit"))  # minutes; unset or infinite: None
+    start = _number(job.get("start_time")) if running else None
+    return QueueJob(str(job["job_id"]), partition, gpus, submit, start, None if limit is None else limit * 60.0)
 
 
 def _run(argv: list[str]) -> str:

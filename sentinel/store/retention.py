@@ -6,7 +6,7 @@ What goes, each older than its own cut-off (``store.retention`` in the config; N
 - findings that opened no incident (information only);
 - the actuator's journal of commands finished (or expired) before the cut-off, with their steps, and command
   nonces past their expiry (a replay of those fails on expiry anyway);
-- load bins and forecasts as they were made;
+- load bins and forecasts as they were made, and jobs of the job table that ended;
 - nodes not heard from since the cut-off that hold no drain, incident or finding (a node taken out of the fleet
   stops counting toward it).
 
@@ -36,6 +36,7 @@ class Cutoffs:
     load_bins: float | None = None
     forecasts: float | None = None
     nodes: float | None = None
+    queue_jobs: float | None = None  # jobs of the job table that ended before this
 
 
 def prune(engine: Engine, cutoffs: Cutoffs, now: float, batch: int = 5000) -> dict[str, int]:
@@ -65,6 +66,9 @@ def prune(engine: Engine, cutoffs: Cutoffs, now: float, batch: int = 5000) -> di
         _by_key(engine, s.load_bins, s.load_bins.c.ts, s.load_bins.c.ts < cutoffs.load_bins, batch, count)
     if cutoffs.forecasts is not None:
         _by_key(engine, s.forecasts, s.forecasts.c.made_ts, s.forecasts.c.made_ts < cutoffs.forecasts, batch, count)
+    if cutoffs.queue_jobs is not None:
+        _by_key(engine, s.queue_jobs, s.queue_jobs.c.job_id, s.queue_jobs.c.end_ts < cutoffs.queue_jobs, batch,
+                count)
     if cutoffs.nodes is not None:
         gone = and_(s.nodes.c.last_seen_ts < cutoffs.nodes, s.nodes.c.drained_incident_id.is_(None),
                     ~exists().where(s.incidents.c.node == s.nodes.c.name),

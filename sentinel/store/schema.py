@@ -235,3 +235,20 @@ forecast_models = Table(
     Column("anchors", String(200), nullable=False),  # comma-separated horizons in bins, e.g. "1,6,18"
     Column("blob", LargeBinary, nullable=False),
 )
+
+# The job table (issue 21): every GPU job the queue recorder saw, one row per job id. ``end_ts`` is set at the
+# first snapshot that no longer lists the job (it ended, or left the queue without running, before then);
+# ``start_ts`` stays None for a job never seen running.
+queue_jobs = Table(
+    "queue_jobs",
+    metadata,
+    Column("job_id", String(64), primary_key=True),
+    Column("partition", NAME, nullable=False),
+    Column("gpus", Float, nullable=False),
+    Column("submit_ts", Float, nullable=True),
+    Column("start_ts", Float, nullable=True),
+    Column("time_limit_s", Float, nullable=True),
+    Column("first_seen_ts", Float, nullable=False),
+    Column("last_seen_ts", Float, nullable=False),
+    Column("end_ts", Float, nullable=True),
+)

@@ -1,0 +1,162 @@
+"""Quantile forecasts (p10, p50, p90) of a load target ``h`` bins ahead, from any feature matrix.
+
+Model: three scikit-learn ``HistGradientBoostingRegressor`` with the quantile loss (0.1, 0.5, 0.9) on the change
+from a reference (``Rows.level``: the value now, or the job model's expectation) divided by a scale (the
+partition's capacity), pooled over every series given to ``fit``. The
+caller builds the rows (``Rows``): the aggregate-bin path (``load_rows``, the features of
+``models.calendar_features``) or the job-table path (``models.job_forecast``), so both share the calibration.
+
+Calibration, because a pooled model can be sharper than it should be on a partition it knows less well: the
+models are fitted on the older 75 % of each series' origins and judged on the newest 25 %. There, per target and
+horizon, two numbers are chosen: ``blend``, the weight of the model against the baseline given in the rows
+(persistence plus the series' own empirical change quantiles; 0 = the baseline only), the weight with the lowest
+pinball loss; then ``widen``, a factor on the distance of p10 and p90 from p50: of the factors whose 80 %
+interval covers 0.77-0.83 of the held-out truths, the one with the lowest pinball loss (none: the lowest pinball
+loss of all; a queue that is empty most of the time is covered by [0, 0] whatever the width), though the width
+stays as it is (factor 1) unless another lowers that loss by more than 1 %. Then the models are
+refitted on every origin (the newest bins matter most) and keep the two numbers. Fits run on one thread (a
+busy host's OpenMP threads cost more than they give).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sentinel.models.calendar_features import LOOKBACK, SeriesFeatures
+from sentinel.models.forecast import OTHER, LoadSeries
+from sentinel.models.forecast_trees import Trees
+from sentinel.models.quantile_scores import QUANTILES, change_quantiles, coverage, pinball, shifted
+
+PARAMS: dict[str, Any] = {"loss": "quantile", "max_iter": 60, "learning_rate": 0.05, "max_leaf_nodes": 15,
+                          "min_samples_leaf": 40, "early_stopping": False, "random_state": 0}
+BLENDS = (0.0, 0.25, 0.5, 0.75, 1.0)
+WIDENS = (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0)
+HOLDOUT = 0.25
+BAND = 0.03  # coverage within 0.8 +- BAND counts as calibrated
+MARGIN = 0.01
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Forecast origins of one series at one horizon: features, the value now, its scale and the baseline."""
+
+    order: np.ndarray  # origin index (time order inside the series)
+    X: np.ndarray
+    level: np.ndarray  # value at the origin
+    scale: np.ndarray  # GPUs per unit of the model's target (capacity)
+    base: np.ndarray  # (n, 3) baseline quantiles at origin + h
+    truth: np.ndarray | None = None  # value at origin + h (fitting only)
+
+
+class QuantileModel:
+    """p10/p50/p90 of one target at one horizon; ``fit`` once, then ``predict`` on rows without truth."""
+
+    def __init__(self, params: dict[str, Any] | None = None, calibrate: bool = True) -> None:
+        self.params = {**PARAMS, **(params or {})}
+        self.calibrate = calibrate
+        self.models: list[Trees] = []
+        self.blend, self.widen = 1.0, 1.0
+
+    def fit(self, parts: Sequence[Rows]) -> QuantileModel:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        parts = [p for p in parts if len(p.order)]
+        if not parts:
+            raise ValueError("no rows to fit on")
+        recent = np.concatenate([p.order >= np.quantile(p.order, 1.0 - HOLDOUT) if self.calibrate
+                                 else np.zeros(len(p.order), bool) for p in parts])
+        X = np.vstack([p.X for p in parts])
+        Y = np.concatenate([(_truth(p) - p.level) / p.scale for p in parts])
+        with threadpool_limits(1):
+            self.models = [Trees.from_sklearn(HistGradientBoostingRegressor(quantile=q, **self.params)
+                                              .fit(X[~recent], Y[~recent])) for q in QUANTILES]
+        if self.calibrate:  # choose blend and widening on the newest origins, then refit on every origin
+            self._calibrate(_rows_where(parts, recent))
+            with threadpool_limits(1):
+                self.models = [Trees.from_sklearn(HistGradientBoostingRegressor(quantile=q, **self.params).fit(X, Y))
+                               for q in QUANTILES]
+        return self
+
+    def _calibrate(self, held: Rows) -> None:
+        truth = _truth(held)
+        model = self._raw(held)
+        self.blend = min(BLENDS, key=lambda w: pinball(truth, _mix(model, held.base, w)))
+        mixed = _mix(model, held.base, self.blend)
+        in_band = [a for a in WIDENS if abs(coverage(truth, _widened(mixed, a)) - 0.8) <= BAND]
+        score = {a: pinball(truth, _widened(mixed, a)) for a in in_band or WIDENS}
+        best = min(score, key=score.__getitem__)
+        # leave the width alone unless changing it clearly pays: a 1 % gain on a few days is noise
+        self.widen = 1.0 if 1.0 in score and score[1.0] <= (1.0 + MARGIN) * score[best] else best
+
+    def _raw(self, rows: Rows) -> np.ndarray:
+        change = np.column_stack([m.predict(rows.X) for m in self.models])
+        return np.sort(rows.level[:, None] + change * rows.scale[:, None], axis=1)
+
+    def predict(self, rows: Rows) -> np.ndarray:
+        """``(n, 3)`` quantiles p10, p50, p90 (floored at 0, sorted) at each row's origin + h."""
+        return _widened(_mix(self._raw(rows), rows.base, self.blend), self.widen)
+
+
+def _truth(rows: Rows) -> np.ndarray:
+    if rows.truth is None:
+        raise ValueError("rows without truth cannot be fitted on")
+    return rows.truth
+
+
+def _rows_where(parts: Sequence[Rows], mask: np.ndarray) -> Rows:
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts])[mask]
+
+    return Rows(cat("order"), np.vstack([p.X for p in parts])[mask], cat("level"), cat("scale"),
+                np.vstack([p.base for p in parts])[mask], cat("truth"))
+
+
+def _mix(model: np.ndarray, base: np.ndarray, weight: float) -> np.ndarray:
+    return np.sort(np.maximum(weight * model + (1.0 - weight) * base, 0.0), axis=1)
+
+
+def _widened(q: np.ndarray, factor: float) -> np.ndarray:
+    mid = q[:, 1:2]
+    out = np.column_stack([mid[:, 0] - factor * (mid[:, 0] - q[:, 0]), mid[:, 0],
+                           mid[:, 0] + factor * (q[:, 2] - mid[:, 0])])
+    return np.maximum(out, 0.0)
+
+
+def relative(m: np.ndarray) -> np.ndarray:
+    """The calendar features (``models.calendar_features.FEATURES``) with every rolling level taken relative to
+    the value now: changes, level minus the 1 h / 3 h / 1 d means, 3 h max minus level and level minus 3 h min,
+    yesterday's change, same time yesterday minus level, the calendar, the level itself and the other target's
+    level (the queue for running GPUs, the running GPUs for the queue). Chosen over the
+    absolute levels by leave-one-cluster-out on the Helios clusters (docs/benchmarks.md): a pooled model
+    with absolute levels learns each cluster's own range and fails at 24 h on a cluster it has not seen."""
+    level = m[:, 0:1]
+    return np.column_stack([m[:, 2:5], level - m[:, 5:8], m[:, 8:9] - level, level - m[:, 9:10], m[:, 10:11],
+                            m[:, 11:12] - level, m[:, 12:15], level, m[:, 1:2]])
+
+
+# ----- the aggregate-bin path ------------------------------------------------------------------------------------
+def load_rows(s: LoadSeries, target: str, origins: np.ndarray, h: int, base_change: np.ndarray,
+              with_truth: bool = True) -> Rows:
+    """Rows of a binned load series: the calendar features, and persistence plus ``base_change`` as baseline."""
+    f = SeriesFeatures(s.columns[target], s.columns[OTHER[target]], s.capacity, s.ts)
+    y = s.columns[target]
+    k = np.asarray(origins, dtype=int)
+    return Rows(k, relative(f.matrix(k, h)), y[k], f.scale[k], shifted(y[k], base_change),
+                y[k + h] if with_truth else None)
+
+
+def fit_load_models(history: Sequence[LoadSeries], targets: Sequence[str], horizons: Sequence[int],
+                    params: dict[str, Any] | None = None) -> dict[tuple[str, int], QuantileModel]:
+    """One ``QuantileModel`` per target and horizon, pooled over ``history`` (every bin of it is training)."""
+    out = {}
+    for target in targets:
+        for h in horizons:
+            parts = [load_rows(s, target, np.arange(LOOKBACK, len(s) - h), h,
+                               change_quantiles(s.columns[target], h)) for s in history if len(s) > LOOKBACK + h]
+            out[(target, h)] = QuantileModel(params).fit(parts)
+    return out

@@ -1,0 +1,60 @@
+"""Quantile scores, the empirical-change baseline and the calibrated quantile model, with literals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sentinel.models.forecast_quantiles import QuantileModel, Rows
+from sentinel.models.quantile_scores import change_quantiles, coverage, interval_score, pinball, shifted
+
+
+def test_pinball_is_zero_for_a_perfect_forecast_and_weights_misses_by_quantile() -> None:
+    y = np.array([5.0])
+    assert pinball(y, np.array([[5.0, 5.0, 5.0]])) == 0.0
+    # truth 10 above all three: misses of 5 weighted 0.1, 0.5, 0.9 -> mean 2.5
+    assert pinball(np.array([10.0]), np.array([[5.0, 5.0, 5.0]])) == pytest.approx(2.5)
+    # truth 0 below all three: weights 0.9, 0.5, 0.1 -> mean 2.5 as well
+    assert pinball(np.array([0.0]), np.array([[5.0, 5.0, 5.0]])) == pytest.approx(2.5)
+
+
+def test_interval_score_is_the_width_plus_ten_times_the_miss() -> None:
+    q = np.array([[2.0, 4.0, 6.0], [2.0, 4.0, 6.0]])
+    assert interval_score(np.array([3.0, 3.0]), q) == pytest.approx(4.0)
+    assert interval_score(np.array([7.0, 7.0]), q) == pytest.approx(4.0 + 10.0 * 1.0)
+
+
+def test_coverage_counts_truths_on_the_bounds_as_inside() -> None:
+    q = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+    assert coverage(np.array([0.0, 3.0, 3.5]), q) == pytest.approx(2 / 3)
+
+
+def test_change_quantiles_use_only_the_bins_before_the_end() -> None:
+    y = np.array([0.0, 1.0, 2.0, 3.0, 100.0, 200.0])
+    assert change_quantiles(y, 1, end=4).tolist() == [1.0, 1.0, 1.0]  # the jump after bin 3 is not seen
+    assert shifted(np.array([0.5]), np.array([-1.0, 0.0, 2.0])).tolist() == [[0.0, 0.5, 2.5]]
+
+
+def _rows(rng: np.random.Generator, n: int, with_truth: bool = True) -> Rows:
+    x = rng.uniform(-1, 1, (n, 2))
+    level = np.full(n, 50.0)
+    truth = level + 10 * x[:, 0] + rng.normal(0, 3, n)  # the change follows feature 0, plus noise
+    return Rows(np.arange(n), x, level, np.full(n, 10.0), shifted(level, np.quantile(truth - level, [.1, .5, .9])),
+                truth if with_truth else None)
+
+
+def test_quantile_model_learns_the_change_and_covers_about_80_percent_of_new_rows() -> None:
+    rng = np.random.default_rng(0)
+    model = QuantileModel({"max_iter": 40}).fit([_rows(rng, 3000)])
+    test = _rows(rng, 2000)
+    q = model.predict(Rows(test.order, test.X, test.level, test.scale, test.base))
+    assert model.blend > 0.5  # the features explain most of the change: the model beats the unconditional base
+    assert pinball(test.truth, q) < 0.6 * pinball(test.truth, test.base)
+    assert 0.74 <= coverage(test.truth, q) <= 0.86
+    assert (np.diff(q, axis=1) >= 0).all() and (q >= 0).all()
+
+
+def test_quantile_model_refuses_rows_without_truth() -> None:
+    rows = _rows(np.random.default_rng(1), 50, with_truth=False)
+    with pytest.raises(ValueError, match="without truth"):
+        QuantileModel().fit([rows])
