@@ -12,7 +12,9 @@ alert — never a drain on its own — with the metrics that moved most, their v
 Replayed samples (a partition handed over) rebuild history like live ones; the caller drops their findings.
 State is saved per node (:mod:`sentinel.detector.host_anomaly_state`) at every fit and every ``SAVE_EVERY_ROWS``
 rows, and read back the first time a node is seen after a restart; scoring then resumes from that node's next
-row. Nodes are independent: one node's bad rows cannot fail another's.
+row. With a state folder, saved history rows live only in the file (read back to fit and to save), so memory
+holds at most ``SAVE_EVERY_ROWS`` rows per node, not ``history_s`` of them (80 KB per node at the defaults).
+Nodes are independent: one node's bad rows cannot fail another's.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ SPAN_FLOOR_SHARE = 0.05  # ... and never below this share of its median level
 @dataclass
 class NodeHost:
     builder: RowBuilder
-    history: RowRing
+    history: RowRing  # rows not in the node's state file yet (every row when there is no state folder)
+    saved_rows: int = 0  # rows in the node's state file: read back only to fit and to save
     fit: HostFit | None = None
     ewma: EwmaState | None = None
     above: bool = False
@@ -80,9 +83,9 @@ class HostAnomaly:
         node = NodeHost(RowBuilder(self.config.interval_s), RowRing(capacity))
         saved = self.files.load(name) if self.files is not None else None
         if saved is not None:
-            node.history = RowRing(capacity, rows=saved.rows)
+            node.saved_rows = len(saved.rows)  # they stay on disk: a fleet's histories would not fit in memory
             node.fit, node.last_alert_ts, node.last_row_ts = saved.fit, saved.last_alert_ts, saved.last_row_ts
-            log.info("host anomaly: %s resumed with %d rows, %s", name, len(node.history),
+            log.info("host anomaly: %s resumed with %d rows, %s", name, node.saved_rows,
                      "fitted" if node.fit else "not fitted yet")
         self.nodes[name] = node
         return node
@@ -98,10 +101,10 @@ class HostAnomaly:
         cfg = self.config
         found: list[Finding] = []
         due = (ts - node.fit.fitted_ts >= cfg.refit_s if node.fit is not None
-               else len(node.history) * cfg.interval_s >= cfg.warmup_s)
+               else self.kept(name) * cfg.interval_s >= cfg.warmup_s)
         if due and ts - node.tried_ts >= RETRY_ROWS * cfg.interval_s:
             node.tried_ts = ts
-            fitted = self._fit(node.history.rows(), ts)
+            fitted = self._fit(self.rows(name), ts)
             if fitted is not None:
                 node.fit, node.ewma = fitted, fitted.model.end_state  # this row was in the fit: score from the next
                 self._save(name, node)
@@ -161,11 +164,28 @@ class HostAnomaly:
                              "host metrics broke from this node's own history: " + ", ".join(parts), None,
                              evidence)]
 
+    def kept(self, name: str) -> int:
+        """How many history rows the node has (in its state file and in memory)."""
+        node = self.nodes[name]
+        return min(node.saved_rows + len(node.history), node.history.capacity)
+
+    def rows(self, name: str) -> np.ndarray:
+        """The node's history rows, oldest first: those of its state file, then those in memory."""
+        node = self.nodes[name]
+        if self.files is None or not node.saved_rows:
+            return node.history.rows()
+        saved = self.files.load(name)
+        on_disk = saved.rows if saved is not None else np.zeros((0, node.history.width))
+        return np.concatenate([on_disk, node.history.rows()])[-node.history.capacity:]
+
     def _save(self, name: str, node: NodeHost) -> None:
         node.unsaved = 0
         if self.files is None:
             return
         try:
-            self.files.save(name, node.history.rows(), node.fit, node.last_alert_ts, node.last_row_ts)
+            rows = self.rows(name)
+            self.files.save(name, rows, node.fit, node.last_alert_ts, node.last_row_ts)
         except OSError as exc:  # a full or read-only disk costs the restart its warm start, not detection
             log.warning("host anomaly: cannot save %s: %s", name, exc)
+            return
+        node.saved_rows, node.history = len(rows), RowRing(node.history.capacity)  # memory: only what is new
