@@ -102,7 +102,7 @@ class RowRing:
 
     def __init__(self, capacity: int, width: int = len(HOST_METRICS), rows: Row | None = None) -> None:
         self.capacity, self.width = capacity, width
-        self._data = np.full((min(64, capacity), width), np.nan, dtype=np.float32)
+        self._data = np.full((min(4, capacity), width), np.nan, dtype=np.float32)  # doubles as rows come
         self._start = self._count = 0
         for row in rows if rows is not None else ():
             self.append(row)
