@@ -34,7 +34,7 @@ from sentinel.models.server_anomaly import EwmaState, ServerAnomalyModel, calibr
 
 log = logging.getLogger(__name__)
 RULE = "host-anomaly"
-SAVE_EVERY_ROWS = 60
+SAVE_EVERY_ROWS = 30  # rows in memory between saves of a node (with a state folder): 30 x 7 float32
 RETRY_ROWS = 60
 MIN_PRESENT = 0.9  # a metric enters the model when at least this share of the history rows has it
 # smallest min-max span per metric, in its own unit: below it a metric counts as constant in its history
