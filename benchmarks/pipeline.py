@@ -267,7 +267,8 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
     p = (lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 4)) if latencies else (
         lambda q: None)
     return {
-        "features": features(model), "compression": compression,
+        "features": features(model), "compression": compression, "cpus": os.cpu_count(),
+        "crc32c": _c_crc32c(),
         "messages": messages, "nodes": nodes, "gpus_per_message": 8, "produce_msgs_per_s": round(produce_rate),
         "bare_msgs_per_s": round(bare), "detector_msgs_per_s": round(detector), "detector_messages": seen,
         "ratio": round(detector / bare, 3) if bare else None, "two_process_msgs_per_s": round(two),
@@ -279,6 +280,13 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
     }
 
 
+def _c_crc32c() -> bool:
+    """Whether kafka-python checks record batches with the C CRC-32C (the ``crc32c`` package) or its own Python."""
+    from kafka.record import util
+
+    return getattr(util, "crc32c_c", None) is not None
+
+
 def render_pipeline(r: dict[str, Any]) -> str:
     rows = [
         {"what": "bare kafka-python consume + decode", "msgs": r["bare_msgs_per_s"], "gpus": r["bare_msgs_per_s"] * 8},
@@ -288,7 +296,8 @@ def render_pipeline(r: dict[str, Any]) -> str:
     ]
     on = ", ".join(k for k, v in r["features"].items() if v is True)
     model = r["features"]["hazard_model"] or "none (rules only)"
-    return (f"detector as shipped: {on}; hazard model {model}; producer compression {r['compression']}\n\n" +
+    return (f"detector as shipped: {on}; hazard model {model}; producer compression {r['compression']}; "
+            f"{r['cpus']} CPUs; CRC-32C in {'C' if r['crc32c'] else 'Python'}\n\n" +
             render(rows, [("what", "path"), ("msgs", "node-msgs/s"), ("gpus", "GPU-samples/s")]) +
             f"\n\nratio detector/bare: {r['ratio']} (goal >= 0.8)"
             f"\ntwo processes / one: {r['two_process_speedup']} (goal >= 1.7)"

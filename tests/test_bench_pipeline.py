@@ -29,4 +29,6 @@ def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: st
     assert data["latency_samples"] > 0 and data["latency_p50_s"] <= data["latency_p99_s"]
     assert data["features"]["hazard_model"] == "m1" and data["features"]["peer_comparison"] is True
     assert data["two_process_speedup"] > 0
+    assert data["features"]["host_anomaly"] is True and data["cpus"] >= 1
+    assert data["crc32c"] is True  # a dependency: kafka-python's pure-Python CRC-32C halved the consume rate
     assert "bench: producing" in result.stderr  # progress goes to stderr, results to stdout
