@@ -108,7 +108,8 @@ def run_alerting(options: Options | None = None, progress: Callable[[float], Non
     with tempfile.TemporaryDirectory() as tmp:
         model = cached_model() if options.model is None else options.model
         config = from_mapping({"store": {"url": f"sqlite:///{tmp}/alerting.db"},
-                               "detector": {"record_interval_s": 300, "hazard": {"model": model}}})
+                               "detector": {"record_interval_s": 300, "hazard": {"model": model},
+                                            "host_anomaly": {"state_dir": f"{tmp}/host"}}})
         clock = ManualClock(fleet.start_ts)
         pipeline = build_pipeline(config, clock, Metrics(), open_repository(config, migrate=True),
                                   actuator=DryRunActuator(clock))

@@ -213,7 +213,8 @@ def replay(sc: scenario.Scenario, fed: list[int], event_windows: bool, max_steps
     with tempfile.TemporaryDirectory() as tmp:
         config = from_mapping({"store": {"url": f"sqlite:///{tmp}/detect.db"},
                                "policy": {"mode": "act", "breaker": {"max_fraction": max_fraction}},
-                               "detector": {"record_interval_s": 300, "hazard": {"model": model_path}}})
+                               "detector": {"record_interval_s": 300, "hazard": {"model": model_path},
+                                            "host_anomaly": {"state_dir": f"{tmp}/host"}}})
         clock = ManualClock(fleet.start_ts)
         pipeline = build_pipeline(config, clock, Metrics(), open_repository(config, migrate=True),
                                   actuator=DryRunActuator(clock))

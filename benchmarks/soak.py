@@ -145,6 +145,7 @@ def _config(path: Path, bootstrap: str, url: str, port: int, name: str, key: Pat
         "[agent]", f'node = "{name}"', "[transport]", 'kind = "kafka"', "[transport.kafka]",
         f'bootstrap = "{bootstrap}"', "[transport.kafka.partitions]", "telemetry = 4", "logs = 2",
         "[store]", f'url = "{url}"', "[metrics]", f'listen = "127.0.0.1:{port}"', "[security]", f'key_file = "{key}"',
+        "[detector.host_anomaly]", f'state_dir = "{path.parent / "host"}"',  # in the run's folder, not the cwd
     ]) + "\n")
     path.chmod(0o600)  # it may hold the store's password: a config others can read is refused
 
