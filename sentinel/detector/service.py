@@ -38,7 +38,7 @@ KNOWN_REFRESH_S = 60.0  # how often the scheduler's node list is read from the s
 # The cyclic collector's thresholds for a detector process (CPython's default: 700, 10, 10). Each message
 # allocates a few hundred short-lived objects (the decoded sample, kafka-python's record parsing), nearly all
 # freed by reference counting; with the default the collector ran every few messages and, in its older
-# generations, walked every window. Measured with `sentinel bench pipeline`: docs/benchmarks.md.
+# generations, walked every window. Measured with `sentinel-bench pipeline`: docs/benchmarks.md.
 GC_THRESHOLDS = (100_000, 50, 100)
 
 
