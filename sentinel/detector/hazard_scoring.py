@@ -28,7 +28,10 @@ from sentinel.models.features import (
 )
 from sentinel.models.hazard import HazardModel
 
-_OWN = FEATURES.index("temp_dev_excess")  # NaN when the GPU gave no reading in the window
+_OWN = FEATURES.index("temp_dev_excess")
+# Full windows stacked per gpu_features pass: a fleet's nodes fall due together (aligned slots), and stacking all
+# of them at once made ~80 MB of float64 temporaries at 10k GPUs (the soak's detector RSS rose by that much).
+STACK_NODES = 256  # NaN when the GPU gave no reading in the window
 
 
 class HazardScorer:
@@ -151,12 +154,14 @@ def _features(windows: dict[str, NodeWindow], due: list[str]) -> list[tuple[str,
             groups.setdefault((window.size, window.gpus), []).append(node)
         else:
             out.append((node, gpu_features(window.series(), window.xid_age_s(window.last_ts, XID_AGE_CAP_S))))
-    for nodes in groups.values():
-        stacked = [windows[n] for n in nodes]
-        series = stack_series(stacked)
-        ages = np.stack([w.xid_age_s(w.last_ts, XID_AGE_CAP_S) for w in stacked])
-        feats = gpu_features(series, ages)  # (N, G, F)
-        out.extend(zip(nodes, feats, strict=True))
+    for group in groups.values():
+        for start in range(0, len(group), STACK_NODES):
+            nodes = group[start:start + STACK_NODES]
+            stacked = [windows[n] for n in nodes]
+            series = stack_series(stacked)
+            ages = np.stack([w.xid_age_s(w.last_ts, XID_AGE_CAP_S) for w in stacked])
+            feats = gpu_features(series, ages)  # (N, G, F)
+            out.extend(zip(nodes, feats, strict=True))
     return out
 
 
