@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from hypothesis import given, settings
@@ -180,6 +181,19 @@ def test_counters_far_beyond_float32_keep_exact_differences_and_absolute_values(
         window.push(sample(float(i), GpuReading(index=0, temp_c=50.0, pcie_replay=9_000_000_000_000 + i * i)))
     assert np.diff(window.series()["pcie_replay"][:, 0]).tolist() == [5.0, 7.0, 9.0]
     assert window.counters_moved
+
+
+def test_an_absurd_gauge_reads_inf_and_leaves_the_next_readings_exact() -> None:
+    """The codec lets any finite float through; a gauge beyond float32's range reads inf for that sample (no
+    overflow warning escapes) and leaves the readings around it exact (before, it moved a base meant for
+    counters and the next reading was lost to float64's precision)."""
+    window = NodeWindow(4, gpus=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for i, temp in enumerate([1e300, 50.0, 51.0]):
+            window.push(sample(float(i), hot(0, temp)))
+        series = window.series()["temp_c"][:, 0]
+    assert series.tolist() == [math.inf, 50.0, 51.0]
 
 
 def test_the_push_notes_whether_a_counter_rose() -> None:

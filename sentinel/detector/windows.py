@@ -35,10 +35,10 @@ __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWi
 # counter warnings watch PCIe replays and NVLink CRC (adjacent fields) and the remap-pending flag
 _PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink_crc", "remap_pending"))
 assert GPU_FIELDS[_PCIE:_PENDING] == ("pcie_replay", "nvlink_crc")
-_FIRST_COUNTER = GPU_FIELDS.index("ecc_sbe")
-assert GPU_FIELDS[_FIRST_COUNTER:_PENDING] == ("ecc_sbe", "pcie_replay", "nvlink_crc")
 _READ = operator.attrgetter("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile", "pcie_replay")
 _ABSENT = (math.nan,) * len(GPU_FIELDS)
+_COUNTERS = slice(GPU_FIELDS.index("ecc_sbe"), _PENDING)  # the fields kept as offsets from a moving base
+assert GPU_FIELDS[_COUNTERS] == ("ecc_sbe", "pcie_replay", "nvlink_crc")
 _EXACT = float(2**24)  # float32 holds every integer up to here
 STAGED = 8  # pushes kept as C doubles before they go into the rings in one numpy pass
 _NAN = math.nan
@@ -175,14 +175,15 @@ class NodeWindow:
         readings = np.frombuffer(self._staged, dtype=np.float64).reshape(k, width, fields).transpose(0, 2, 1)
         rows = (self.count - k + np.arange(k)) % self.size
         offsets = readings - self._base  # (k, fields, GPUs)
-        if np.fmax.reduce(np.abs(offsets[:, _FIRST_COUNTER:_PENDING]), axis=None) < _EXACT:
-            self._gpu[rows] = offsets  # the common case: no counter left float32's exact range
-        else:
-            for j in range(k):  # as one push at a time would: each reading against the base moved before it
-                offset = readings[j] - self._base
-                if (np.abs(offset[_FIRST_COUNTER:_PENDING]) >= _EXACT).any():
-                    self._rebase(offset)
-                self._gpu[rows[j]] = offset
+        with np.errstate(over="ignore"):  # a gauge beyond float32 (nonsense, but finite on the wire) reads inf
+            if np.fmax.reduce(np.abs(offsets[:, _COUNTERS]), axis=None) < _EXACT:
+                self._gpu[rows] = offsets  # the common case: no counter left float32's exact range
+            else:
+                for j in range(k):  # as one push at a time would: each reading against the base moved before it
+                    offset = readings[j] - self._base
+                    if (np.abs(offset[_COUNTERS]) >= _EXACT).any():
+                        self._rebase(offset)
+                    self._gpu[rows[j]] = offset
         self._throttle[rows] = np.frombuffer(self._staged_throttle, dtype=np.int64).reshape(k, width)
         self._node[rows] = np.frombuffer(self._staged_node, dtype=np.float64).reshape(k, len(NODE_FIELDS))
         del readings, offsets
@@ -191,10 +192,12 @@ class NodeWindow:
 
     def _rebase(self, offset: np.ndarray) -> None:
         """Move the base of counters whose offset left float32's exact range to the new reading."""
-        shift = np.where(np.abs(offset) >= _EXACT, offset, 0.0)
+        shift = np.zeros_like(offset)
+        shift[_COUNTERS] = np.where(np.abs(offset[_COUNTERS]) >= _EXACT, offset[_COUNTERS], 0.0)
         self._base += shift
         offset -= shift
-        self._gpu -= shift.astype(np.float32)  # older rows keep float32's relative precision against the jump
+        with np.errstate(over="ignore"):  # a jump beyond float32's range leaves the older rows at -inf
+            self._gpu -= shift.astype(np.float32)  # older rows keep float32's relative precision against the jump
 
     def note_xid(self, gpu: int, xid: int, ts: float) -> None:
         if xid in PRECURSOR_XIDS:
