@@ -91,7 +91,7 @@ def _detector(transport: Transport, repo: Repository, model: str | None, clock: 
               topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS), record_interval_s: float = 30.0,
               ) -> Detector:
     config = _config(model, record_interval_s)
-    host = msgspec.structs.replace(config.host_anomaly, state_dir="")  # as shipped, its state kept in memory
+    host = msgspec.structs.replace(config.host_anomaly, state_dir="")  # on, as shipped; state not in the cwd
     return Detector(transport, repo, config, Metrics(), clock, group=group, topics=topics,
                     hazard=load_scorer(config.hazard), host=HostAnomaly.from_config(host) if host.enabled else None)
 
