@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+from sentinel.benchmarks.soak import growth, trend_per_min
+
 
 def test_a_short_soak_reports_memory_lag_losses_and_faults(pg_url: str) -> None:
     done = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "soak", "--gpus", "400", "--duration",
@@ -23,3 +25,18 @@ def test_a_short_soak_reports_memory_lag_losses_and_faults(pg_url: str) -> None:
         assert data[key] is not None, key
     assert set(data["rss_growth"]) >= {"detector", "controller"}
     assert "bench: " in done.stderr  # progress on stderr
+
+
+def test_the_lag_trend_is_not_decided_by_one_burst_at_the_end() -> None:
+    flat = [(t * 10.0, 0.0 if t % 7 else 2000.0) for t in range(90)]  # bursts that fall back to zero
+    assert trend_per_min(flat) == 0.0
+    assert trend_per_min([*flat, (900.0, 2500.0)]) == 0.0  # one burst at the last sample
+    climbing = [(t * 10.0, 50.0 * t + (2000.0 if t % 7 == 0 else 0.0)) for t in range(90)]
+    assert abs(trend_per_min(climbing) - 300.0) < 1.0  # 50 messages per 10 s sample, the bursts ignored
+
+
+def test_rss_growth_compares_the_first_and_last_minutes_after_the_reference() -> None:
+    series = [(t * 10.0, 100.0) for t in range(60)] + [(600.0 + t * 10.0, 110.0) for t in range(60)]
+    assert growth(series, 600.0) == 0.0  # before the reference point does not count
+    assert abs(growth(series[:-1] + [(1190.0, 200.0)], 0.0) - 0.10) < 1e-9  # a spike at the end: the median
+    assert growth([], 0.0) is None
