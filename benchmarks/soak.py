@@ -121,6 +121,15 @@ def _rss(pid: int) -> int | None:
     return None
 
 
+def _cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) the process has used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _metric(port: int, name: str) -> float | None:
     try:
         body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -214,7 +223,8 @@ def run_soak(gpus: int = 10_000, duration_s: float = 3600.0, interval_s: float =
                 if dead:
                     raise RuntimeError(f"{', '.join(dead)} exited during the soak (logs in {work})")
                 samples.append({"t": elapsed, "lag": _metric(ports["detector"], "sentinel_consumer_lag_messages"),
-                                "rss": {n: _rss(p) for n, p in pids.items()}, "store": _store_bytes(url)})
+                                "rss": {n: _rss(p) for n, p in pids.items()},
+                                "cpu": {n: _cpu_s(p) for n, p in pids.items()}, "store": _store_bytes(url)})
                 if len(samples) % 6 == 0:
                     say(f"{elapsed / 60:5.1f} min: lag {samples[-1]['lag']}, detector RSS "
                         f"{(samples[-1]['rss']['detector'] or 0) / 2**20:.0f} MiB, store "
@@ -248,6 +258,11 @@ def run_soak(gpus: int = 10_000, duration_s: float = 3600.0, interval_s: float =
         if moved is not None:
             grown[name] = round(moved, 4)
     lags = [(x["t"], x["lag"]) for x in samples if x["lag"] is not None]
+    late = [x for x in samples if x["t"] >= ref_s]
+    # each process's share of one core after the reference point: who was busy when the lag moved
+    cpu = {n: round(100 * (late[-1]["cpu"][n] - late[0]["cpu"][n]) / (late[-1]["t"] - late[0]["t"]), 1)
+           for n in pids if len(late) > 1 and late[-1]["t"] > late[0]["t"]
+           and None not in (late[0]["cpu"].get(n), late[-1]["cpu"].get(n))}
     return {
         "gpus": nodes * 8, "nodes": nodes, "duration_s": duration_s, "interval_s": interval_s,
         "store": "postgresql" if url.startswith("postgresql") else "sqlite",
@@ -263,7 +278,7 @@ def run_soak(gpus: int = 10_000, duration_s: float = 3600.0, interval_s: float =
         "lag_trend_per_min": round(trend_per_min([(t, v) for t, v in lags if t >= ref_s]), 3),
         "lag_p50": _quantile([v for t, v in lags if t >= ref_s], 0.5),
         "lag_p95": _quantile([v for t, v in lags if t >= ref_s], 0.95),
-        "dead_letters": dead_letters, "store_bytes": store_bytes,
+        "cpu_pct": cpu, "dead_letters": dead_letters, "store_bytes": store_bytes,
         "faults_injected": len(fleet.injected), "faults_found": len(found),
         "faults_missed": sorted(set(fleet.injected) - found),
     }
@@ -293,5 +308,7 @@ def render_soak(r: dict[str, Any]) -> str:
             f"{r['samples_lost']} lost; dead letters {r['dead_letters']}"
             f"\nconsumer lag: max {r['lag_max']}, median {r['lag_p50']}, p95 {r['lag_p95']}, trend "
             f"{r['lag_trend_per_min']:+.1f} messages/min (Theil-Sen)"
+            f"\nCPU (% of one core since {r['rss_reference_s']:.0f} s): "
+            + ", ".join(f"{n} {v:.0f}" for n, v in r["cpu_pct"].items()) +
             f"\nfatal faults: {r['faults_found']} of {r['faults_injected']} found"
             + (f" (missed: {', '.join(r['faults_missed'])})" if r["faults_missed"] else ""))

@@ -24,6 +24,7 @@ def test_a_short_soak_reports_memory_lag_losses_and_faults(pg_url: str) -> None:
     for key in ("rss_growth_max", "lag_max", "lag_trend_per_min"):
         assert data[key] is not None, key
     assert set(data["rss_growth"]) >= {"detector", "controller"}
+    assert set(data["cpu_pct"]) >= {"detector", "controller", "broker"} and data["cpu_pct"]["detector"] > 0
     assert "bench: " in done.stderr  # progress on stderr
 
 
