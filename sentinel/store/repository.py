@@ -122,10 +122,16 @@ class Repository(Queries):
             conn.execute(update(s.commands).where(s.commands.c.id == command_id).values(sent_ts=now))
 
     def expire_commands(self, now: float) -> list[str]:
-        """Mark pending commands past their expiry ``expired`` (the actuator refuses them); return their ids."""
-        c = s.commands.c
+        """Mark pending commands past their expiry ``expired`` (the actuator refuses them); return their ids.
+
+        Not one the actuator accepted and has not finished: it carries an accepted command out even past its
+        expiry (a checkpoint wait, slurmctld retries), so it stays pending, holding its node out of service for
+        the breaker and for the next decision, until its result arrives."""
+        c, a = s.commands.c, s.actuator_commands.c
+        under_way = select(a.command_id).where(a.command_id == c.id, a.finished_ts.is_(None)).exists()
         with self.engine.begin() as conn:
-            ids = list(conn.execute(select(c.id).where(c.status == "pending", c.expires_ts <= now)).scalars())
+            ids = list(conn.execute(select(c.id).where(c.status == "pending", c.expires_ts <= now, ~under_way))
+                       .scalars())
             if ids:
                 conn.execute(update(s.commands).where(c.id.in_(ids)).values(status="expired"))
         return ids
