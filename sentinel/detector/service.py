@@ -25,6 +25,7 @@ from sentinel.detector.rules import last_readings, pci_key, sample_rules, xid_ru
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
 from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
+from sentinel.heap_trim import HeapTrim
 from sentinel.metrics import Metrics
 from sentinel.sdnotify import Heartbeat
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
@@ -183,14 +184,16 @@ class Detector:
         """Consume until ``stop`` is set; a failing batch is logged and the loop goes on. ``notify`` (systemd's
         notify protocol) gets READY=1 after the first poll, then WATCHDOG=1 after every round, failed or not:
         the watchdog catches a hung loop; a broker outage is the pipeline-lag alert's business, and restarting
-        the detector would not end it."""
+        the detector would not end it. Freed heap memory goes back to the kernel once a minute (``HeapTrim``)."""
         heartbeat = Heartbeat(notify)
+        heap = HeapTrim()  # RSS follows what the detector holds, not the largest backlog it ever caught up on
         while not stop.is_set():
             try:
                 self.step(timeout_s=0.5)
             except TransportError as exc:
                 log.error("detector: %s; retrying", exc)
                 stop.wait(1.0)
+            heap.maybe()
             heartbeat.beat()
 
     def on_sample(self, sample: TelemetrySample, now: float) -> list[Finding]:
