@@ -5,7 +5,8 @@ up after a slow broker: thousands of decoded samples and fetch buffers at once) 
 burst's peak, and the next, larger burst raises it again: RSS then tracks the largest backlog seen, not what the
 process holds. Measured with the detector and a fleet of 1,250 nodes at 1 Hz on one tansu broker, in one
 process: RSS 328–376 MiB before a trim, 261–324 MiB after, each trim 2–11 ms (docs/benchmarks.md, Soak).
-The detector trims at most every ``TRIM_INTERVAL_S``. Without glibc (musl, macOS) this is a no-op.
+The detector trims at most every ``TRIM_INTERVAL_S`` (10 s: at once a minute the soak saw RSS climb
+by ~50 MiB between trims). Without glibc (musl, macOS) this is a no-op.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import ctypes
 import time
 from collections.abc import Callable
 
-TRIM_INTERVAL_S = 60.0
+TRIM_INTERVAL_S = 10.0
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
