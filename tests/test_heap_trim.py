@@ -38,3 +38,29 @@ def test_at_most_once_per_interval() -> None:
     t[0] = 60.0
     assert trim.maybe() and trim.trims == 1
     assert not trim.maybe()
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.buffer = bytearray(8 * 2**20)
+        self.me = self  # a reference cycle: reference counting never frees it
+
+
+def test_young_reference_cycles_are_collected_before_the_trim() -> None:
+    """kafka-python leaves each poll's fetch responses in reference cycles (exceptions with their tracebacks,
+    futures): with the detector's relaxed GC thresholds they waited about a minute for a collection, ~90 MiB of
+    RSS at the soak's rate. A trim first collects the young generations."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        node = _Node()
+        gone = weakref.ref(node)
+        del node
+        assert gone() is not None  # only a collection can free it
+        HeapTrim().now()
+        assert gone() is None
+    finally:
+        gc.enable()
