@@ -181,6 +181,11 @@ class DemandForecaster:
     # ----- persistence ----------------------------------------------------------------------------------------
     def to_bytes(self) -> bytes:
         """The fitted forecaster (models, gates, intervals, what it was fitted on) as one compressed blob."""
+        return to_bytes(self.arrays())
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The blob's contents as named arrays (keys ``meta`` and ``m<i>_*``), so a caller can store more beside
+        them in the same blob; ``from_arrays`` ignores keys it does not know."""
         keys = sorted(self.models)
         meta = {"version": 1, "anchors": list(self.anchors), "quantiles": list(self.quantiles),
                 "refit_every": self.refit_every, "max_history": self.max_history,
@@ -190,11 +195,14 @@ class DemandForecaster:
         arrays: dict[str, np.ndarray] = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
         for i, key in enumerate(keys):
             arrays.update(self.models[key].arrays(f"m{i}_"))
-        return to_bytes(arrays)
+        return arrays
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> DemandForecaster:
-        data = from_bytes(blob)
+        return cls.from_arrays(from_bytes(blob))
+
+    @classmethod
+    def from_arrays(cls, data: dict[str, np.ndarray]) -> DemandForecaster:
         meta = json.loads(data["meta"].tobytes().decode())
         if meta.get("version") != 1:
             raise ValueError(f"unknown forecaster format {meta.get('version')!r}")

@@ -6,16 +6,25 @@ partition's capacity), pooled over every series given to ``fit``. The
 caller builds the rows (``Rows``): the aggregate-bin path (``load_rows``, the features of
 ``models.calendar_features``) or the job-table path (``models.job_forecast``), so both share the calibration.
 
-Calibration, because a pooled model can be sharper than it should be on a partition it knows less well: the
-models are fitted on the older 75 % of each series' origins and judged on the newest 25 %. There, per target and
-horizon, two numbers are chosen: ``blend``, the weight of the model against the baseline given in the rows
-(persistence plus the series' own empirical change quantiles; 0 = the baseline only), the weight with the lowest
-pinball loss; then ``widen``, a factor on the distance of p10 and p90 from p50: of the factors whose 80 %
-interval covers 0.77-0.83 of the held-out truths, the one with the lowest pinball loss (none: the lowest pinball
-loss of all; a queue that is empty most of the time is covered by [0, 0] whatever the width), though the width
-stays as it is (factor 1) unless another lowers that loss by more than 1 %. Then the models are
-refitted on every origin (the newest bins matter most) and keep the two numbers. Fits run on one thread (a
-busy host's OpenMP threads cost more than they give).
+Calibration, because a pooled model can be sharper than it should be on a partition it knows less well: two
+numbers are chosen per target and horizon on predictions for rows the models were not fitted on. With several
+series (clusters), out of sample across them: the series are split into folds (series ``i`` in fold
+``i % FOLDS``, so one cluster per fold up to ``FOLDS``), each fold is predicted by models fitted on the other
+folds, and the held-out predictions are pooled: the model will be used on clusters it was not fitted on, and
+later days of the clusters it was fitted on say little about those (docs/decisions/0014). With one series, across
+time:
+fitted on the older 75 % of its origins and judged on the newest 25 %. There, ``blend``, the weight of the model
+against the baseline given in the rows (persistence plus the series' own empirical change quantiles; 0 = the
+baseline only), the weight with the lowest pinball loss; then ``widen``, a factor on the distance of p10 and p90
+from p50: of the factors whose 80 % interval covers 0.78-0.82 of the held-out truths, the one with the lowest
+pinball loss (none: the lowest pinball loss of all; a queue that is empty most of the time is covered by [0, 0]
+whatever the width), though the width stays as it is (factor 1) unless another lowers that loss by more than
+1 %. Last, unless the result beats the baseline alone (blend 0) by at least 1 % in pinball loss on those rows,
+the baseline is kept (blend 0, width 1). Then the models are refitted on every origin (the newest bins matter
+most) and keep the two numbers. Fits run on one thread (a busy host's OpenMP threads cost more than they give).
+
+``arrays`` / ``from_arrays`` turn a fitted model into named numpy arrays and back (its trees are
+``models.forecast_trees.Trees``), so it is stored without pickle and predicts without scikit-learn.
 """
 
 from __future__ import annotations
@@ -36,7 +45,8 @@ PARAMS: dict[str, Any] = {"loss": "quantile", "max_iter": 60, "learning_rate": 0
 BLENDS = (0.0, 0.25, 0.5, 0.75, 1.0)
 WIDENS = (0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0)
 HOLDOUT = 0.25
-BAND = 0.03  # coverage within 0.8 +- BAND counts as calibrated
+BAND = 0.02  # coverage within 0.8 +- BAND counts as calibrated
+FOLDS = 10  # at most this many folds of series when calibrating across them
 MARGIN = 0.01
 
 
@@ -62,29 +72,47 @@ class QuantileModel:
         self.blend, self.widen = 1.0, 1.0
 
     def fit(self, parts: Sequence[Rows]) -> QuantileModel:
-        from sklearn.ensemble import HistGradientBoostingRegressor
-        from threadpoolctl import threadpool_limits
-
         parts = [p for p in parts if len(p.order)]
         if not parts:
             raise ValueError("no rows to fit on")
-        recent = np.concatenate([p.order >= np.quantile(p.order, 1.0 - HOLDOUT) if self.calibrate
-                                 else np.zeros(len(p.order), bool) for p in parts])
         X = np.vstack([p.X for p in parts])
         Y = np.concatenate([(_truth(p) - p.level) / p.scale for p in parts])
-        with threadpool_limits(1):
-            self.models = [Trees.from_sklearn(HistGradientBoostingRegressor(quantile=q, **self.params)
-                                              .fit(X[~recent], Y[~recent])) for q in QUANTILES]
-        if self.calibrate:  # choose blend and widening on the newest origins, then refit on every origin
-            self._calibrate(_rows_where(parts, recent))
-            with threadpool_limits(1):
-                self.models = [Trees.from_sklearn(HistGradientBoostingRegressor(quantile=q, **self.params).fit(X, Y))
-                               for q in QUANTILES]
+        if self.calibrate:  # choose blend and widening on held-out rows, then fit on every row
+            self._calibrate(*(self._across_series(parts) if len(parts) > 1 else self._across_time(parts, X, Y)))
+        self.models = self._trees(X, Y)
         return self
 
-    def _calibrate(self, held: Rows) -> None:
+    def _trees(self, X: np.ndarray, Y: np.ndarray) -> list[Trees]:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):
+            return [Trees.from_sklearn(HistGradientBoostingRegressor(quantile=q, **self.params).fit(X, Y))
+                    for q in QUANTILES]
+
+    def _across_time(self, parts: Sequence[Rows], X: np.ndarray, Y: np.ndarray) -> tuple[Rows, np.ndarray]:
+        """One series: fitted on its older origins, predicted on the newest ``HOLDOUT`` of them."""
+        recent = np.concatenate([p.order >= np.quantile(p.order, 1.0 - HOLDOUT) for p in parts])
+        self.models = self._trees(X[~recent], Y[~recent])
+        held = _rows_where(parts, recent)
+        return held, self._raw(held)
+
+    def _across_series(self, parts: Sequence[Rows]) -> tuple[Rows, np.ndarray]:
+        """Several series (clusters): each fold of them predicted by models fitted on the other folds only, as
+        the model will meet a cluster it was not fitted on; series ``i`` is in fold ``i % FOLDS``."""
+        folds = min(FOLDS, len(parts))
+        held, raw = [], []
+        for fold in range(folds):
+            train = [p for i, p in enumerate(parts) if i % folds != fold]
+            test = [p for i, p in enumerate(parts) if i % folds == fold]
+            self.models = self._trees(np.vstack([p.X for p in train]),
+                                      np.concatenate([(_truth(p) - p.level) / p.scale for p in train]))
+            held += test
+            raw += [self._raw(p) for p in test]
+        return _rows_where(held, np.ones(sum(len(p.order) for p in held), bool)), np.vstack(raw)
+
+    def _calibrate(self, held: Rows, model: np.ndarray) -> None:
         truth = _truth(held)
-        model = self._raw(held)
         self.blend = min(BLENDS, key=lambda w: pinball(truth, _mix(model, held.base, w)))
         mixed = _mix(model, held.base, self.blend)
         in_band = [a for a in WIDENS if abs(coverage(truth, _widened(mixed, a)) - 0.8) <= BAND]
@@ -92,6 +120,9 @@ class QuantileModel:
         best = min(score, key=score.__getitem__)
         # leave the width alone unless changing it clearly pays: a 1 % gain on a few days is noise
         self.widen = 1.0 if 1.0 in score and score[1.0] <= (1.0 + MARGIN) * score[best] else best
+        # a model that does not clearly beat its own baseline on the held-out rows is not trusted over it
+        if pinball(truth, _widened(mixed, self.widen)) > (1.0 - MARGIN) * pinball(truth, held.base):
+            self.blend, self.widen = 0.0, 1.0
 
     def _raw(self, rows: Rows) -> np.ndarray:
         change = np.column_stack([m.predict(rows.X) for m in self.models])
@@ -100,6 +131,22 @@ class QuantileModel:
     def predict(self, rows: Rows) -> np.ndarray:
         """``(n, 3)`` quantiles p10, p50, p90 (floored at 0, sorted) at each row's origin + h."""
         return _widened(_mix(self._raw(rows), rows.base, self.blend), self.widen)
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        """The fitted model as named numpy arrays (no pickle): its three ``Trees``, blend and widening."""
+        out = {f"{prefix}meta": np.array([self.blend, self.widen, float(len(self.models))])}
+        for i, trees in enumerate(self.models):
+            out.update(trees.arrays(f"{prefix}{i}_"))
+        return out
+
+    @classmethod
+    def from_arrays(cls, data: Any, prefix: str) -> QuantileModel:
+        """The model ``arrays(prefix)`` wrote, ready to ``predict`` with numpy only."""
+        blend, widen, count = (float(v) for v in data[f"{prefix}meta"])
+        out = cls(calibrate=False)
+        out.blend, out.widen = blend, widen
+        out.models = [Trees.from_arrays(data, f"{prefix}{i}_") for i in range(int(count))]
+        return out
 
 
 def _truth(rows: Rows) -> np.ndarray:

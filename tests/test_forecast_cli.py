@@ -160,6 +160,7 @@ def test_a_warm_forecast_imports_no_scikit_learn(store: Path, tmp_path: Path) ->
               "print('HEAVY', heavy)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert '"source": "stored"' in done.stdout
+    assert '"quantiles_from": "quantile models of the aggregate load bins"' in done.stdout  # numpy only as well
     assert "HEAVY []" in done.stdout
 
 
@@ -233,11 +234,54 @@ def test_json_and_table_show_p10_p50_p90_per_horizon_and_the_inputs_used(
     report = json.loads(capsys.readouterr().out)
     assert report["inputs"].startswith("aggregate load bins (")
     q = report["quantiles"]["running_gpus"]
-    assert list(q) == ["1h", "3h", "6h", "24h"]
-    assert all(v["p10"] <= v["p50"] <= v["p90"] for v in q.values())
-    at_6h = report["forecast"]["running_gpus"][35]
-    assert q["6h"] == {"p10": round(at_6h["lo"], 2), "p50": round(at_6h["point"], 2), "p90": round(at_6h["hi"], 2)}
+    assert list(q) == ["1h", "3h", "6h", "24h"] and list(report["quantiles"]["pending_gpus"]) == list(q)
+    assert all(v["p10"] <= v["p50"] <= v["p90"] <= 32 for v in q.values())  # never above the capacity
+    assert report["quantiles_from"] == "quantile models of the aggregate load bins"
     assert main(["forecast", "--db", str(store), "--horizon", "3h"]) == 0
     text = capsys.readouterr().out
     assert "inputs: aggregate load bins" in text and "p10 / p50 / p90" in text
     assert "+3h" in text and "+6h" not in text  # only the horizons asked for
+
+
+def test_a_warm_forecast_takes_its_quantiles_from_the_quantile_models_stored_with_the_forecaster(
+        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 21: without a job table the quantiles came from the point model's interval; the quantile models are
+    now fitted with the forecaster, stored in its blob and evaluated with numpy on a warm call."""
+    db = _copy(store, tmp_path / "copy.db")
+    with make_engine(f"sqlite:///{db}").begin() as conn:
+        conn.exec_driver_sql("DELETE FROM forecast_models")
+    assert main(["forecast", "--db", str(db), "-o", "json", "--horizon", "24h", "--save"]) == 0
+    saved = json.loads(capsys.readouterr().out)
+    assert main(["forecast", "--db", str(db), "-o", "json", "--horizon", "24h"]) == 0
+    warm = json.loads(capsys.readouterr().out)
+    assert warm["model"]["source"] == "stored" and warm["model"]["quantile_models"] is True
+    assert warm["quantiles_from"] == "quantile models of the aggregate load bins"
+    assert warm["quantiles"] == saved["quantiles"]  # the stored models are the fitted ones
+    bounds = [(round(p["lo"], 2), round(p["point"], 2), round(p["hi"], 2))
+              for p in (warm["forecast"]["running_gpus"][b - 1] for b in (6, 18, 36, 144))]
+    ours = [(v["p10"], v["p50"], v["p90"]) for v in warm["quantiles"]["running_gpus"].values()]
+    assert ours != bounds  # not the point model's interval
+    assert main(["forecast", "--db", str(db), "--horizon", "24h"]) == 0
+    assert "p10 / p50 / p90, from the quantile models of the aggregate load bins" in capsys.readouterr().out
+
+
+def test_a_forecaster_stored_before_the_quantile_models_falls_back_to_its_interval(
+        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A blob from before the quantile models (the forecaster alone) is still used: the quantiles are then the
+    point forecast and its interval bounds, as before."""
+    from sentinel.forecast.resident import history
+    from sentinel.models.forecast import ANCHORS, COARSE, DemandForecaster
+    from sentinel.store.load import save_forecaster
+
+    db = _copy(store, tmp_path / "copy.db")
+    engine = make_engine(f"sqlite:///{db}")
+    s = history(engine, ALL)
+    old = DemandForecaster(anchors=ANCHORS + COARSE).fit([s])
+    save_forecaster(engine, ALL, float(s.ts[-1]), len(s), START, old.anchors, old.to_bytes())
+    assert main(["forecast", "--db", str(db), "-o", "json", "--horizon", "24h"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["model"]["source"] == "stored" and report["model"]["quantile_models"] is False
+    assert report["quantiles_from"] == "aggregate load bins"
+    q = report["quantiles"]["running_gpus"]
+    at_6h = report["forecast"]["running_gpus"][35]
+    assert q["6h"] == {"p10": round(at_6h["lo"], 2), "p50": round(at_6h["point"], 2), "p90": round(at_6h["hi"], 2)}

@@ -58,3 +58,47 @@ def test_quantile_model_refuses_rows_without_truth() -> None:
     rows = _rows(np.random.default_rng(1), 50, with_truth=False)
     with pytest.raises(ValueError, match="without truth"):
         QuantileModel().fit([rows])
+
+
+def _cluster(rng: np.random.Generator, n: int, slope: float, noise: float, name: float = 0.0) -> Rows:
+    """Rows of one cluster whose change follows feature 0 with its own slope; feature 1 tells the cluster."""
+    x = np.column_stack([rng.uniform(-1, 1, n), np.full(n, name)])
+    level = np.full(n, 50.0)
+    truth = level + slope * x[:, 0] + rng.normal(0, noise, n)
+    return Rows(np.arange(n), x, level, np.full(n, 10.0), shifted(level, np.quantile(truth - level, [.1, .5, .9])),
+                truth)
+
+
+def test_with_several_clusters_blend_and_width_are_chosen_on_clusters_held_out() -> None:
+    """Each cluster's change has its own sign, told by a feature that names the cluster: judged on later rows
+    of the same clusters the model is excellent, on a cluster it was not fitted on it is wrong. The calibration
+    across clusters sees that and keeps the baseline (the old one, on the newest rows, trusted the model)."""
+    rng = np.random.default_rng(2)
+    parts = [_cluster(rng, 600, slope, 1.0, name) for name, slope in enumerate((12.0, -12.0, 12.0, -12.0))]
+    across = QuantileModel({"max_iter": 30}).fit(parts)
+    assert across.blend == 0.0 and across.widen == 1.0
+    test = _cluster(rng, 500, 12.0, 1.0, 4.0)  # a new cluster
+    q = across.predict(Rows(test.order, test.X, test.level, test.scale, test.base))
+    assert np.allclose(q, test.base)
+
+
+def test_calibration_across_clusters_keeps_a_model_that_carries_over() -> None:
+    rng = np.random.default_rng(3)
+    model = QuantileModel({"max_iter": 30}).fit([_cluster(rng, 600, 10.0, 3.0, i) for i in range(3)])
+    assert model.blend > 0.5
+    test = _cluster(rng, 1500, 10.0, 3.0, 3.0)
+    q = model.predict(Rows(test.order, test.X, test.level, test.scale, test.base))
+    assert pinball(test.truth, q) < 0.7 * pinball(test.truth, test.base)
+    assert 0.74 <= coverage(test.truth, q) <= 0.86
+
+
+def test_a_fitted_model_round_trips_through_numpy_arrays_without_pickle() -> None:
+    from sentinel.models.forecast_trees import from_bytes, to_bytes
+
+    rng = np.random.default_rng(4)
+    model = QuantileModel({"max_iter": 20}).fit([_rows(rng, 800)])
+    model.blend, model.widen = 0.75, 1.25  # whatever was chosen travels with the trees
+    back = QuantileModel.from_arrays(from_bytes(to_bytes(model.arrays("q_"))), "q_")
+    test = _rows(rng, 300, with_truth=False)
+    assert (back.blend, back.widen) == (0.75, 1.25)
+    assert np.array_equal(back.predict(test), model.predict(test))

@@ -23,6 +23,7 @@ from sentinel.store import load as store
 
 RISK_LOOKBACK_S = 86_400.0
 QUANTILE_AHEAD = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}  # bins: the horizons the quantile table shows
+QUANTILE_MODELS = "quantile models of the aggregate load bins"  # quantiles_from when the quantile models answer
 
 
 def horizon_bins(horizon_s: float) -> int:
@@ -50,12 +51,14 @@ def choose_partition(engine: Engine, wanted: str | None) -> str | None:
     return ALL if ALL in known else sorted(known)[0]
 
 
-def demand(engine: Engine, partition: str, bins: int, refit: bool = False,
-           save_model: bool = True) -> tuple[Forecast, LoadSeries, dict[str, Any]]:
-    """The forecast from the stored forecaster when fresh, else from a new fit (stored when ``save_model``)."""
+def demand(engine: Engine, partition: str, bins: int, refit: bool = False, save_model: bool = True
+           ) -> tuple[Forecast, LoadSeries, dict[str, Any], dict[str, dict[str, dict[str, float]]] | None]:
+    """The forecast from the stored forecaster when fresh, else from a new fit (stored when ``save_model``), and
+    the quantile table from the quantile models fitted with it (None: none were, e.g. an older stored blob)."""
     s = models.history(engine, partition)
     found = models.resident(engine, partition, s, _anchors(bins), refit, save=save_model)
-    return found.model.forecast(s, bins), s, models.describe(found)
+    table = found.quantiles.table(s, bins) if found.quantiles is not None else None
+    return found.model.forecast(s, bins), s, models.describe(found), table
 
 
 def build_report(engine: Engine, partition: str | None = None, horizon_s: float = 3 * 3600.0,
@@ -64,8 +67,8 @@ def build_report(engine: Engine, partition: str | None = None, horizon_s: float 
     bins = horizon_bins(horizon_s)
     chosen = choose_partition(engine, partition)
     notes: list[str] = []
-    forecast, history, fitted = (None, None, {}) if chosen is None else demand(engine, chosen, bins, refit,
-                                                                               save_model)
+    forecast, history, fitted, table = ((None, None, {}, None) if chosen is None
+                                        else demand(engine, chosen, bins, refit, save_model))
     if forecast is None:
         notes.append("no load bins recorded yet: record them from the scheduler (see docs/forecast.md)")
     else:
@@ -84,8 +87,8 @@ def build_report(engine: Engine, partition: str | None = None, horizon_s: float 
         "method": forecast.method if forecast else "none",
         "model": fitted,
         "inputs": _inputs(history),
-        "quantiles": _quantiles(forecast),
-        "quantiles_from": "aggregate load bins",
+        "quantiles": table or _quantiles(forecast),
+        "quantiles_from": QUANTILE_MODELS if table else "aggregate load bins",
         "notes": notes,
         "history": _history(history),
         "forecast": {t: [vars(p) for p in pts] for t, pts in (forecast.targets.items() if forecast else [])},
@@ -117,8 +120,8 @@ def _inputs(s: LoadSeries | None) -> str:
 
 
 def _quantiles(forecast: Forecast | None) -> dict[str, dict[str, dict[str, float]]]:
-    """p10, p50, p90 per target at 1 h, 3 h, 6 h and 24 h (those within the horizon): the forecast's interval
-    bounds and point (the point is the median forecast, the bounds the 10 % and 90 % quantiles)."""
+    """p10, p50, p90 per target at 1 h, 3 h, 6 h and 24 h (those within the horizon) when no quantile models
+    were fitted with the forecaster (a blob stored before them): the forecast's interval bounds and point."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for target, points in (forecast.targets.items() if forecast else []):
         for name, bins in QUANTILE_AHEAD.items():

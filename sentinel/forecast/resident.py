@@ -7,6 +7,11 @@ after it stores new bins, or ``sentinel forecast --save`` on a cold store (witho
 nothing). It stays fresh until ``REFIT_BINS`` newer bins
 arrived (the forecaster's own ``refit_every``: the online update) and while it covers the horizons asked for;
 forecasts always read the newest bins as lags, so a fresh model answers for the newest bin.
+
+The same fit also fits the partition's quantile models (``models.load_quantiles``: p10/p50/p90 at 1 h to 24 h,
+the horizons the forecaster covers) and stores them in the same blob, so the quantile table of a warm call comes
+from them with numpy only. A blob stored before them has none: ``Resident.quantiles`` is None and the command
+falls back to the point forecast's interval.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sentinel.clock import SystemClock
 from sentinel.load_bins import BIN_S, series
 from sentinel.models.forecast import ANCHORS, COARSE, DemandForecaster, LoadSeries
+from sentinel.models.forecast_trees import from_bytes, to_bytes
+from sentinel.models.load_quantiles import LoadQuantiles
 from sentinel.store import load as store
 
 HISTORY_S = 28 * 86_400.0
@@ -36,6 +43,7 @@ class Resident:
     source: str  # stored | fitted | none (too little history to fit)
     fitted_ts: float | None = None
     saved: bool = False
+    quantiles: LoadQuantiles | None = None  # None: too little history, or a blob stored before them
 
 
 def history(engine: Engine, partition: str) -> LoadSeries:
@@ -58,28 +66,32 @@ def stored(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ..
     if not 0 <= behind < REFIT_BINS:
         return None
     try:
-        model = DemandForecaster.from_bytes(bytes(row["blob"]))
+        data = from_bytes(bytes(row["blob"]))
+        model, quantiles = DemandForecaster.from_arrays(data), LoadQuantiles.from_arrays(data)
     except (ValueError, KeyError) as exc:  # an older or damaged blob: fit again
         log.warning("stored forecaster for %s not readable (%s); fitting a new one", partition, exc)
         return None
-    return Resident(model, "stored", float(row["fitted_ts"]))
+    return Resident(model, "stored", float(row["fitted_ts"]), quantiles=quantiles)
 
 
 def fit(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...], save: bool = True) -> Resident:
-    """Fit on ``s`` (when it is long enough) and store the result; a read-only store only costs the saving."""
+    """Fit on ``s`` (when it is long enough) and store the result, the quantile models in the same blob; a
+    read-only store only costs the saving."""
     model = DemandForecaster(anchors=anchors)
     if len(s) <= model.min_train_rows:
         return Resident(model, "none")
     model.fit([s])
+    quantiles = LoadQuantiles.fit(s, max(model.anchors)) if model.trained else None
     saved = False
     if save and model.trained:
         try:
+            blob = to_bytes({**model.arrays(), **(quantiles.arrays() if quantiles else {})})
             store.save_forecaster(engine, partition, float(s.ts[-1]), len(s), SystemClock().now(), model.anchors,
-                                  model.to_bytes())
+                                  blob)
             saved = True
         except SQLAlchemyError as exc:
             log.warning("could not store the fitted forecaster for %s: %s", partition, exc)
-    return Resident(model, "fitted", float(s.ts[-1]), saved)
+    return Resident(model, "fitted", float(s.ts[-1]), saved, quantiles)
 
 
 def resident(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...],
@@ -105,4 +117,5 @@ def refresh(engine: Engine, partitions: list[str] | None = None) -> dict[str, st
 
 
 def describe(r: Resident) -> dict[str, Any]:
-    return {"source": r.source, "fitted_ts": r.fitted_ts, "anchors_bins": list(r.model.anchors), "saved": r.saved}
+    return {"source": r.source, "fitted_ts": r.fitted_ts, "anchors_bins": list(r.model.anchors), "saved": r.saved,
+            "quantile_models": r.quantiles is not None}

@@ -1,0 +1,55 @@
+"""What one refit of a partition's forecaster costs, and the blob it stores:
+`python bench/forecast_refit.py [--data DIR] [--runs N]`.
+
+Loads the newest 28 days of the largest Helios cluster in ``--data`` into a fresh SQLite store as load bins of
+partition ``all``, then ``runs`` times drops the stored forecaster and calls ``sentinel.forecast.resident.refresh``
+(what the load recorder of ``sentinel controller`` / ``sentinel run`` does once 6 new bins arrived: every
+horizon, and since issue 21 the quantile models with it), timing each; prints the times and the stored blob's
+size. The first run includes importing scikit-learn. docs/benchmarks.md (Forecast CLI) quotes its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sentinel.benchmarks.traces import read_traces
+from sentinel.forecast import resident
+from sentinel.load_bins import ALL, LoadBin
+from sentinel.store.engine import make_engine, upgrade
+from sentinel.store.load import record_load_bins, stored_forecaster
+
+BINS = 28 * 144
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="../shared/data/helios/earth_vc_minute", help="Helios cluster CSVs")
+    parser.add_argument("--runs", type=int, default=2, help="refits to time (default 2)")
+    args = parser.parse_args()
+    series, _ = read_traces(Path(args.data), lambda _text: None)
+    s = max(series, key=lambda x: float(np.nanmax(x.capacity)))
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = make_engine(f"sqlite:///{tmp}/refit.db")
+        upgrade(engine)
+        record_load_bins(engine, [LoadBin(float(s.ts[i]), ALL, float(s.columns["running_gpus"][i]),
+                                          float(s.columns["pending_gpus"][i]), None, float(s.capacity[i]), 0.0,
+                                          "trace") for i in range(len(s) - BINS, len(s))])
+        times = []
+        for _ in range(args.runs):
+            with engine.begin() as conn:
+                conn.exec_driver_sql("DELETE FROM forecast_models")
+            started = time.perf_counter()
+            resident.refresh(engine)
+            times.append(round(time.perf_counter() - started, 2))
+        row = stored_forecaster(engine, ALL)
+        size = len(bytes(row["blob"])) if row else 0
+    print(f"cluster {s.name}, {BINS} bins: refit {', '.join(map(str, times))} s; blob {size} bytes")
+
+
+if __name__ == "__main__":
+    main()

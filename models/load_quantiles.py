@@ -1,0 +1,77 @@
+"""The quantile models of one partition's load bins, as one set: fitted beside the demand forecaster, stored in
+its blob, and asked for p10/p50/p90 of running and pending GPUs at 1 h, 3 h, 6 h and 24 h after the newest bin.
+
+One ``models.forecast_quantiles.QuantileModel`` per target and horizon, on the aggregate-bin rows
+(``load_rows``: features relative to the level now, persistence plus the partition's own empirical change
+quantiles as the baseline). A partition is one series, so its blend and widening are chosen on the newest 25 %
+of its origins (``QuantileModel.fit``). Fitting needs scikit-learn; ``arrays`` / ``from_arrays`` and ``table``
+need numpy only, so a warm ``sentinel forecast`` answers from the stored set without importing scikit-learn.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from sentinel.models.calendar_features import DAY, LOOKBACK
+from sentinel.models.forecast import LoadSeries
+from sentinel.models.forecast_quantiles import QuantileModel, load_rows
+from sentinel.models.quantile_scores import QUANTILES, change_quantiles
+
+AHEAD = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}  # bins
+TARGETS = ("running_gpus", "pending_gpus")
+MIN_ROWS = 2 * DAY  # training origins a horizon needs (the demand forecaster's own minimum)
+KEYS = "q_keys"  # the blob key listing the set's (target, horizon) pairs; absent in blobs stored before it
+
+
+@dataclass(frozen=True)
+class LoadQuantiles:
+    models: dict[tuple[str, int], QuantileModel]
+
+    @classmethod
+    def fit(cls, s: LoadSeries, upto_bins: int) -> LoadQuantiles:
+        """One model per target and horizon up to ``upto_bins`` ahead for which ``s`` has ``MIN_ROWS`` origins."""
+        models = {}
+        for target in (t for t in TARGETS if t in s.columns):
+            for h in (h for h in AHEAD.values() if h <= upto_bins and len(s) - h - LOOKBACK >= MIN_ROWS):
+                y = s.columns[target]
+                rows = load_rows(s, target, np.arange(LOOKBACK, len(s) - h), h, change_quantiles(y, h))
+                models[(target, h)] = QuantileModel().fit([rows])
+        return cls(models)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        keys = sorted(self.models)
+        out = {KEYS: np.frombuffer(json.dumps([[t, h] for t, h in keys]).encode(), dtype=np.uint8)}
+        for i, key in enumerate(keys):
+            out.update(self.models[key].arrays(f"q{i}_"))
+        return out
+
+    @classmethod
+    def from_arrays(cls, data: dict[str, np.ndarray]) -> LoadQuantiles | None:
+        """The set stored beside a forecaster, or None when the blob predates it."""
+        if KEYS not in data:
+            return None
+        keys = json.loads(data[KEYS].tobytes().decode())
+        return cls({(str(t), int(h)): QuantileModel.from_arrays(data, f"q{i}_") for i, (t, h) in enumerate(keys)})
+
+    def table(self, s: LoadSeries, horizon_bins: int) -> dict[str, dict[str, dict[str, float]]] | None:
+        """``{target: {"1h": {"p10", "p50", "p90"}, ...}}`` at the horizons within ``horizon_bins`` after the
+        newest bin of ``s``; None when a horizon asked for has no model or ``s`` is shorter than a day."""
+        k = len(s) - 1
+        wanted = {name: h for name, h in AHEAD.items() if h <= horizon_bins}
+        targets = [t for t in TARGETS if t in s.columns]
+        if k < LOOKBACK or any((t, h) not in self.models for t in targets for h in wanted.values()):
+            return None
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for target in targets:
+            y = s.columns[target]
+            for name, h in wanted.items():
+                rows = load_rows(s, target, np.array([k]), h, change_quantiles(y, h), with_truth=False)
+                q = self.models[(target, h)].predict(rows)[0]
+                if target == "running_gpus":  # no more GPUs can run than the partition has now
+                    q = np.minimum(q, float(s.capacity[k]))
+                out.setdefault(target, {})[name] = {f"p{round(level * 100)}": round(float(v), 2)
+                                                    for level, v in zip(QUANTILES, q, strict=True)}
+        return out
