@@ -7,12 +7,13 @@ import math
 from pathlib import Path
 
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import Engine, inspect
 
 from sentinel.load.squeue import parse_squeue
 from sentinel.store.engine import _alembic_config, make_engine, upgrade
 from sentinel.store.queue_jobs import job_count, job_table, record_jobs
 from sentinel.store.repository import Repository
+from tests.pg import empty_postgres
 
 
 def _num(n: float) -> dict[str, object]:
@@ -43,13 +44,25 @@ def test_squeue_lists_gpu_jobs_with_start_only_when_running_and_the_limit_in_sec
 
 
 def test_jobs_are_kept_across_snapshots_and_end_when_no_longer_listed(repo: Repository) -> None:
+    _kept_and_ended(repo.engine)
+
+
+@pytest.mark.postgres
+def test_the_job_table_reads_back_the_same_on_postgres(pg_url: str) -> None:
+    """``job_table`` reads the driver's rows directly (floats and None): psycopg's must become the same arrays."""
+    engine = empty_postgres(pg_url)
+    upgrade(engine)
+    _kept_and_ended(engine)
+
+
+def _kept_and_ended(engine: Engine) -> None:
     started = {**PENDING, "job_state": ["RUNNING"], "start_time": _num(2000), "tres_alloc_str": "gres/gpu=2"}
     for ts, queue in ((1800.0, _queue(RUNNING, PENDING)), (2400.0, _queue(started)), (3000.0, _queue())):
         snap = parse_squeue(queue, ts=ts)
         assert snap.jobs is not None
-        record_jobs(repo.engine, snap.ts, snap.jobs)
-    assert job_count(repo.engine) == 2
-    jobs = job_table(repo.engine)
+        record_jobs(engine, snap.ts, snap.jobs)
+    assert job_count(engine) == 2
+    jobs = job_table(engine)
     order = list(jobs.submit)
     first, second = order.index(1000.0), order.index(1500.0)
     assert (jobs.start[first], jobs.end[first], jobs.limit is not None and jobs.limit[first]) == (1100.0, 2400.0,

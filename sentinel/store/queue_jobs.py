@@ -49,7 +49,11 @@ def job_table(engine: Engine, partition: str | None = None, since_ts: float | No
     if since_ts is not None:
         query = query.where(or_(t.c.end_ts.is_(None), t.c.end_ts >= since_ts))
     with engine.connect() as conn:
-        rows = conn.execute(query).all()
-    a = np.array([tuple(r) for r in rows], dtype=float).reshape(-1, 6)  # None becomes NaN
+        result = conn.execute(query)
+        # the driver's own tuples (floats and None), not Row objects: on the store of `sentinel-bench forecast-fleet
+        # --job-table` (366k jobs read) 0.52-0.59 s instead of 0.88-1.05 s
+        rows = result.cursor.fetchall()
+        result.close()
+    a = np.array(rows, dtype=float).reshape(-1, 6)  # None becomes NaN
     submit = np.where(np.isnan(a[:, 0]), a[:, 1], a[:, 0])  # no submit time: first seen
     return Jobs(submit, a[:, 2], a[:, 3], a[:, 4], a[:, 5])
