@@ -184,7 +184,8 @@ class Detector:
         """Consume until ``stop`` is set; a failing batch is logged and the loop goes on. ``notify`` (systemd's
         notify protocol) gets READY=1 after the first poll, then WATCHDOG=1 after every round, failed or not:
         the watchdog catches a hung loop; a broker outage is the pipeline-lag alert's business, and restarting
-        the detector would not end it. Freed heap memory goes back to the kernel every 10 s (``HeapTrim``)."""
+        the detector would not end it. Every 10 s young reference cycles are collected and freed heap memory
+        goes back to the kernel (``HeapTrim``)."""
         heartbeat = Heartbeat(notify)
         heap = HeapTrim()  # RSS follows what the detector holds, not the largest backlog it ever caught up on
         while not stop.is_set():
