@@ -47,17 +47,17 @@ def _status(repo: Repository) -> dict[str, str]:
 
 
 def test_a_command_under_way_does_not_expire_and_still_holds_its_node(repo: Repository) -> None:
-    _under_way(repo)
+    _assert_under_way(repo)
 
 
 @pytest.mark.postgres
 def test_a_command_under_way_does_not_expire_on_postgres(pg_url: str) -> None:
     engine = empty_postgres(pg_url)
     upgrade(engine)
-    _under_way(Repository(engine))
+    _assert_under_way(Repository(engine))
 
 
-def _under_way(repo: Repository) -> None:
+def _assert_under_way(repo: Repository) -> None:
     started, lost = _command(repo, "gpu-node-001"), _command(repo, "gpu-node-002")
     StoreJournal(repo.engine).accept(started, T0 + 5)  # the actuator took it; slurmctld then stopped answering
 

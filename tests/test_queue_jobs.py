@@ -44,7 +44,7 @@ def test_squeue_lists_gpu_jobs_with_start_only_when_running_and_the_limit_in_sec
 
 
 def test_jobs_are_kept_across_snapshots_and_end_when_no_longer_listed(repo: Repository) -> None:
-    _kept_and_ended(repo.engine)
+    _assert_kept_and_ended(repo.engine)
 
 
 @pytest.mark.postgres
@@ -52,10 +52,10 @@ def test_the_job_table_reads_back_the_same_on_postgres(pg_url: str) -> None:
     """``job_table`` reads the driver's rows directly (floats and None): psycopg's must become the same arrays."""
     engine = empty_postgres(pg_url)
     upgrade(engine)
-    _kept_and_ended(engine)
+    _assert_kept_and_ended(engine)
 
 
-def _kept_and_ended(engine: Engine) -> None:
+def _assert_kept_and_ended(engine: Engine) -> None:
     started = {**PENDING, "job_state": ["RUNNING"], "start_time": _num(2000), "tres_alloc_str": "gres/gpu=2"}
     for ts, queue in ((1800.0, _queue(RUNNING, PENDING)), (2400.0, _queue(started)), (3000.0, _queue())):
         snap = parse_squeue(queue, ts=ts)
