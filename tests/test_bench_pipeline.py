@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sentinel.benchmarks.pipeline import group_rates
 from sentinel.models import persistence
 from sentinel.models.hazard import fit
 from tests.test_hazard import _synthetic
@@ -28,7 +29,20 @@ def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: st
     assert data["detector_messages"] == 3000 and data["two_process_messages"] == 3000
     assert data["latency_samples"] > 0 and data["latency_p50_s"] <= data["latency_p99_s"]
     assert data["features"]["hazard_model"] == "m1" and data["features"]["peer_comparison"] is True
-    assert data["two_process_speedup"] > 0
+    assert data["two_process_speedup"] > 0 and data["two_process_span_msgs_per_s"] > 0
+    assert data["cpu_us_per_msg"]["one_process"] > 0 and data["cpu_us_per_msg"]["two_processes"] > 0
     assert data["features"]["host_anomaly"] is True and data["cpus"] >= 1
     assert data["crc32c"] is True  # a dependency: kafka-python's pure-Python CRC-32C halved the consume rate
     assert "bench: producing" in result.stderr  # progress goes to stderr, results to stdout
+
+
+def test_group_rate_counts_only_while_every_member_is_busy() -> None:
+    """Member b joins a second late and a finishes its partitions first: while both work the group does
+    1,000 + 1,000 messages a second; first-to-last divides by the stragglers' time as well."""
+    a = {"count": 3000, "first": 0.0, "last": 3.0, "timeline": [[0.0, 0], [1.0, 1000], [2.0, 2000], [3.0, 3000]]}
+    b = {"count": 3000, "first": 1.0, "last": 4.0, "timeline": [[1.0, 0], [2.5, 1500], [4.0, 3000]]}
+    both, span = group_rates([a, b])
+    assert both == 2000.0  # 2,000 messages from t=1 to t=3, interpolated inside b's step
+    assert span == 1500.0  # 6,000 messages over 4 s
+    idle = {"count": 0, "first": None, "last": None, "timeline": []}
+    assert group_rates([a, idle]) == (1000.0, 1000.0)  # a member that got nothing: the span of the other
