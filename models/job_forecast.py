@@ -111,20 +111,17 @@ class JobModel:
 
     def expect(self, jobs: Jobs, origin: float, horizon_s: float) -> np.ndarray:
         """The ``FEATURES`` (expected GPUs at ``origin + horizon_s``) from the table as known at ``origin``."""
-        submitted = jobs.submit <= origin
-        start = np.where(jobs.start <= origin, jobs.start, np.nan)  # a start after the origin is not known yet
-        ended = jobs.end <= origin
-        running = submitted & np.isfinite(start) & ~ended
-        pending = submitted & np.isnan(start) & ~ended
-        age = origin - start[running]
+        return self.expect_from(Table.at(jobs, origin), horizon_s)
+
+    def expect_from(self, table: Table, horizon_s: float) -> np.ndarray:
+        """``expect`` from a table already cut at its origin: several horizons share one cut."""
+        origin, age = table.origin, table.age
         p_run = self.run.p_more(age, horizon_s)
-        if jobs.limit is not None:
-            limit = jobs.limit[running]
-            p_run = np.where(np.isfinite(limit) & (age + horizon_s >= limit), 0.0, p_run)
-        survivors = float(jobs.gpus[running] @ p_run)
-        waited = origin - jobs.submit[pending]
-        stay = self.wait.p_more(waited, horizon_s)
-        g = jobs.gpus[pending]
+        if table.limit is not None:
+            p_run = np.where(np.isfinite(table.limit) & (age + horizon_s >= table.limit), 0.0, p_run)
+        survivors = float(table.running_gpus @ p_run)
+        stay = self.wait.p_more(table.waited, horizon_s)
+        g = table.pending_gpus
         free = max(self.capacity - survivors, 0.0)
         starting = min(float(g @ ((1.0 - stay) * self.start_share)) * float(self.run(np.array(horizon_s / 2))), free)
         arrivals = origin + (np.arange(int(horizon_s // BIN_S)) + 0.5) * BIN_S
@@ -133,3 +130,25 @@ class JobModel:
         arr_running = float(lam @ np.interp(since, self.fresh_d, self.fresh_running))
         arr_pending = float(lam @ np.interp(since, self.fresh_d, self.fresh_pending))
         return np.array([survivors, float(g @ stay), starting, arr_running, arr_pending, free])
+
+
+@dataclass(frozen=True)
+class Table:
+    """The job table as known at ``origin``: the running jobs' ages, GPUs and time limits, and the pending jobs'
+    waits and GPUs (small arrays: one pass over the whole table makes them)."""
+
+    origin: float
+    age: np.ndarray
+    running_gpus: np.ndarray
+    limit: np.ndarray | None
+    waited: np.ndarray
+    pending_gpus: np.ndarray
+
+    @classmethod
+    def at(cls, jobs: Jobs, origin: float) -> Table:
+        open_ = (jobs.submit <= origin) & ~(jobs.end <= origin)
+        started = jobs.start <= origin  # a start after the origin is not known yet
+        running, pending = open_ & started, open_ & ~started
+        return cls(origin, origin - jobs.start[running], jobs.gpus[running],
+                   None if jobs.limit is None else jobs.limit[running], origin - jobs.submit[pending],
+                   jobs.gpus[pending])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sentinel.benchmarks.cli import main as bench_main
-from sentinel.models.job_forecast import JobModel, Jobs, load_at
+from sentinel.models.job_forecast import JobModel, Jobs, Table, load_at
 from sentinel.models.job_survival import Survival
 
 NAN = float("nan")
@@ -48,6 +48,22 @@ def test_job_model_expects_survivors_by_age_and_zero_past_the_time_limit() -> No
     # the 8-GPU job is 30 min in and every job runs 60 min: it survives 20 more; the other hits its limit
     assert e[0] == pytest.approx(8.0)
     assert e[5] == pytest.approx(2.0)  # free capacity left by the survivors
+
+
+def test_table_cut_at_an_origin_knows_only_what_had_happened_by_then() -> None:
+    """Running: started by the origin and not ended; pending: submitted, not started by then (a later start is
+    not known yet), not withdrawn; ended or not yet submitted jobs are in neither."""
+    jobs = Jobs(submit=np.array([0.0, 0.0, 10.0, 20.0, 90.0, 0.0]), start=np.array([5.0, 60.0, NAN, 10.0, 95.0, 1.0]),
+                end=np.array([NAN, 80.0, NAN, 40.0, NAN, 50.0]), gpus=np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0]),
+                limit=np.array([100.0, NAN, NAN, NAN, NAN, NAN]))
+    t = Table.at(jobs, 50.0)
+    assert t.running_gpus.tolist() == [1.0] and t.age.tolist() == [45.0] and t.limit is not None
+    assert t.limit.tolist() == [100.0]
+    assert t.pending_gpus.tolist() == [2.0, 4.0] and t.waited.tolist() == [50.0, 40.0]
+    model = JobModel.fit(Jobs(np.arange(0.0, 86_400.0, 600.0), np.arange(0.0, 86_400.0, 600.0),
+                              np.arange(0.0, 86_400.0, 600.0) + 1800.0, np.ones(144)), until=86_400.0, capacity=8.0)
+    for horizon in (600.0, 3600.0):  # one cut serves every horizon
+        assert model.expect_from(t, horizon).tolist() == model.expect(jobs, 50.0, horizon).tolist()
 
 
 def _write_trace(path: Path, days: int, seed: int) -> None:

@@ -3,7 +3,9 @@
 
 The job model (``models.job_forecast``) is fitted on the jobs recorded in the last 8 days; it is then replayed at
 origins every 3 h over the past week of load bins, each from the job table as it was known then, and the 10 %, 50 % and
-90 % quantiles of (truth - expectation) there shift today's expectation. This is the baseline that
+90 % quantiles of (truth - expectation) there shift today's expectation. The origins lie on one 3-hour grid back
+from now for every horizon (each horizon uses those at least its length back), so each cut of the job table
+(``models.job_forecast.Table``, one pass over every job) serves all four horizons. This is the baseline that
 ``sentinel-bench forecast-jobs`` blends its gradient-boosted quantiles with (docs/benchmarks.md); it needs only
 numpy, so the command stays fast. Too little recorded (fewer than ``MIN_ENDED`` ended jobs or a day of bins):
 None and the reason (no job at all: no reason), and the forecast uses the aggregate bins alone.
@@ -17,7 +19,7 @@ from sqlalchemy import Engine
 from sentinel.load_bins import ALL, BIN_S
 from sentinel.models.calendar_features import DAY
 from sentinel.models.forecast import LoadSeries
-from sentinel.models.job_forecast import JobModel, Jobs
+from sentinel.models.job_forecast import JobModel, Jobs, Table
 from sentinel.models.quantile_scores import QUANTILES
 from sentinel.store.queue_jobs import job_table
 
@@ -42,11 +44,13 @@ def job_quantiles(engine: Engine, partition: str, s: LoadSeries,
     capacity = max(float(np.nanmax(s.capacity)), float(np.max(s.columns["running_gpus"])), 1.0)
     model = JobModel.fit(jobs, now, capacity, first=float(s.ts[max(0, len(s) - 4 * 7 * DAY)]))
     out: dict[str, dict[str, dict[str, float]]] = {}
+    tables: dict[int, Table] = {}  # origin bin (-1: now) -> the job table cut there
     for name, h in AHEAD.items():
         if h > horizon_bins:
             continue
-        past = np.arange(len(s) - 1 - h, max(len(s) - 1 - h - PAST_BINS, DAY) - 1, -EVERY)
-        for target, expect_now, expect_past in _expectations(model, jobs, s, now, h, past):
+        grid = np.arange(len(s) - 1 - EVERY, DAY - 1, -EVERY)
+        past = grid[(grid <= len(s) - 1 - h) & (grid >= len(s) - 1 - h - PAST_BINS)]
+        for target, expect_now, expect_past in _expectations(model, jobs, s, now, h, past, tables):
             truth = s.columns[target][past + h]
             spread = (np.quantile(truth - expect_past, QUANTILES) if len(past) >= 12 else np.zeros(3))
             q = np.sort(np.maximum(expect_now + spread, 0.0))
@@ -55,12 +59,14 @@ def job_quantiles(engine: Engine, partition: str, s: LoadSeries,
     return out, f"job table ({len(jobs)} jobs, {ended} ended)"
 
 
-def _expectations(model: JobModel, jobs: Jobs, s: LoadSeries, now: float, h: int,
-                  past: np.ndarray) -> list[tuple[str, float, np.ndarray]]:
-    def both(origin: float) -> tuple[float, float]:
-        e = model.expect(jobs, origin, h * BIN_S)
+def _expectations(model: JobModel, jobs: Jobs, s: LoadSeries, now: float, h: int, past: np.ndarray,
+                  tables: dict[int, Table]) -> list[tuple[str, float, np.ndarray]]:
+    def both(k: int) -> tuple[float, float]:
+        if k not in tables:
+            tables[k] = Table.at(jobs, now if k < 0 else float(s.ts[k]) + BIN_S)
+        e = model.expect_from(tables[k], h * BIN_S)
         return e[0] + e[2] + e[3], e[1] + e[4]
 
-    current = both(now)
-    history = np.array([both(float(s.ts[k]) + BIN_S) for k in past]).reshape(-1, 2)
+    current = both(-1)
+    history = np.array([both(int(k)) for k in past]).reshape(-1, 2)
     return [("running_gpus", current[0], history[:, 0]), ("pending_gpus", current[1], history[:, 1])]
