@@ -25,12 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from sentinel.benchmarks.quantile_tally import QHORIZONS, Tally, baselines, render_quantiles
+from sentinel.benchmarks.quantile_tally import Tally, baselines, render_quantiles
 from sentinel.benchmarks.traces import read_traces
 from sentinel.errors import ValidationError
 from sentinel.models.calendar_features import DAY, WEEK
 from sentinel.models.forecast import DemandForecaster, LoadSeries
 from sentinel.models.forecast_quantiles import fit_load_models, load_rows
+from sentinel.models.quantile_scores import HORIZONS as QHORIZONS
 from sentinel.models.quantile_scores import change_quantiles
 
 HORIZONS = {"10m": 1, "1h": 6, "3h": 18}

@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 
 from sentinel.benchmarks.job_trace import read_jobs
-from sentinel.benchmarks.quantile_tally import QHORIZONS, Tally, baselines, render_quantiles
+from sentinel.benchmarks.quantile_tally import Tally, baselines, render_quantiles
 from sentinel.errors import ValidationError
 from sentinel.models.calendar_features import BIN_S, DAY, LOOKBACK, WEEK
 from sentinel.models.forecast import LoadSeries
 from sentinel.models.forecast_quantiles import QuantileModel, Rows, load_rows
 from sentinel.models.job_forecast import JobModel, Jobs, load_at
+from sentinel.models.quantile_scores import HORIZONS as QHORIZONS
 from sentinel.models.quantile_scores import QUANTILES, shifted
 
 TARGETS = {"running_gpus": "running_gpu_num", "pending_gpus": "pending_gpu_num"}

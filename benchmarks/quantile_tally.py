@@ -20,7 +20,6 @@ import numpy as np
 from sentinel.models.calendar_features import DAY, WEEK
 from sentinel.models.quantile_scores import change_quantiles, coverage, interval_score, pinball, shifted
 
-QHORIZONS = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}
 BASELINES = {"last": 0, "seasonal_day": DAY, "seasonal_week": WEEK}  # name -> seasonal lag (0: persistence)
 GOAL_FAR, GOAL_COVER = 0.15, (0.75, 0.85)
 

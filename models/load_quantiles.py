@@ -18,9 +18,8 @@ import numpy as np
 from sentinel.models.calendar_features import DAY, LOOKBACK
 from sentinel.models.forecast import LoadSeries
 from sentinel.models.forecast_quantiles import QuantileModel, load_rows
-from sentinel.models.quantile_scores import QUANTILES, change_quantiles
+from sentinel.models.quantile_scores import HORIZONS, QUANTILES, change_quantiles
 
-AHEAD = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}  # bins
 TARGETS = ("running_gpus", "pending_gpus")
 MIN_ROWS = 2 * DAY  # training origins a horizon needs (the demand forecaster's own minimum)
 KEYS = "q_keys"  # the blob key listing the set's (target, horizon) pairs; absent in blobs stored before it
@@ -35,7 +34,7 @@ class LoadQuantiles:
         """One model per target and horizon up to ``upto_bins`` ahead for which ``s`` has ``MIN_ROWS`` origins."""
         models = {}
         for target in (t for t in TARGETS if t in s.columns):
-            for h in (h for h in AHEAD.values() if h <= upto_bins and len(s) - h - LOOKBACK >= MIN_ROWS):
+            for h in (h for h in HORIZONS.values() if h <= upto_bins and len(s) - h - LOOKBACK >= MIN_ROWS):
                 y = s.columns[target]
                 rows = load_rows(s, target, np.arange(LOOKBACK, len(s) - h), h, change_quantiles(y, h))
                 models[(target, h)] = QuantileModel().fit([rows])
@@ -60,7 +59,7 @@ class LoadQuantiles:
         """``{target: {"1h": {"p10", "p50", "p90"}, ...}}`` at the horizons within ``horizon_bins`` after the
         newest bin of ``s``; None when a horizon asked for has no model or ``s`` is shorter than a day."""
         k = len(s) - 1
-        wanted = {name: h for name, h in AHEAD.items() if h <= horizon_bins}
+        wanted = {name: h for name, h in HORIZONS.items() if h <= horizon_bins}
         targets = [t for t in TARGETS if t in s.columns]
         if k < LOOKBACK or any((t, h) not in self.models for t in targets for h in wanted.values()):
             return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 QUANTILES = (0.1, 0.5, 0.9)
+HORIZONS = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}  # the quantile forecasts' horizons, in 10-minute bins
 ALPHA = 0.2  # the central interval [p10, p90] holds 1 - ALPHA of the truths when calibrated
 
 

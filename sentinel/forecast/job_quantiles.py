@@ -20,10 +20,9 @@ from sentinel.load_bins import ALL, BIN_S
 from sentinel.models.calendar_features import DAY
 from sentinel.models.forecast import LoadSeries
 from sentinel.models.job_forecast import JobModel, Jobs, Table
-from sentinel.models.quantile_scores import QUANTILES
+from sentinel.models.quantile_scores import HORIZONS, QUANTILES
 from sentinel.store.queue_jobs import job_table
 
-AHEAD = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}
 MIN_ENDED = 20
 PAST_BINS = 7 * DAY
 EVERY = 18  # replay origins three hours apart (56 a week: enough for three quantiles, and fast)
@@ -45,7 +44,7 @@ def job_quantiles(engine: Engine, partition: str, s: LoadSeries,
     model = JobModel.fit(jobs, now, capacity, first=float(s.ts[max(0, len(s) - 4 * 7 * DAY)]))
     out: dict[str, dict[str, dict[str, float]]] = {}
     tables: dict[int, Table] = {}  # origin bin (-1: now) -> the job table cut there
-    for name, h in AHEAD.items():
+    for name, h in HORIZONS.items():
         if h > horizon_bins:
             continue
         grid = np.arange(len(s) - 1 - EVERY, DAY - 1, -EVERY)

@@ -19,10 +19,10 @@ from sentinel.forecast.risk import FailureModel, FindingsRisk, RiskForecast, for
 from sentinel.load_bins import ALL, BIN_S
 from sentinel.models.calendar_features import DAY
 from sentinel.models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
+from sentinel.models.quantile_scores import HORIZONS
 from sentinel.store import load as store
 
 RISK_LOOKBACK_S = 86_400.0
-QUANTILE_AHEAD = {"1h": 6, "3h": 18, "6h": 36, "24h": 144}  # bins: the horizons the quantile table shows
 QUANTILE_MODELS = "quantile models of the aggregate load bins"  # quantiles_from when the quantile models answer
 
 
@@ -124,7 +124,7 @@ def _quantiles(forecast: Forecast | None) -> dict[str, dict[str, dict[str, float
     were fitted with the forecaster (a blob stored before them): the forecast's interval bounds and point."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for target, points in (forecast.targets.items() if forecast else []):
-        for name, bins in QUANTILE_AHEAD.items():
+        for name, bins in HORIZONS.items():
             if bins <= len(points):
                 p = points[bins - 1]
                 out.setdefault(target, {})[name] = {"p10": round(p.lo, 2), "p50": round(p.point, 2),
