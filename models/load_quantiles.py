@@ -33,12 +33,17 @@ class LoadQuantiles:
     def fit(cls, s: LoadSeries, upto_bins: int) -> LoadQuantiles:
         """One model per target and horizon up to ``upto_bins`` ahead for which ``s`` has ``MIN_ROWS`` origins."""
         models = {}
-        for target in (t for t in TARGETS if t in s.columns):
-            for h in (h for h in HORIZONS.values() if h <= upto_bins and len(s) - h - LOOKBACK >= MIN_ROWS):
-                y = s.columns[target]
-                rows = load_rows(s, target, np.arange(LOOKBACK, len(s) - h), h, change_quantiles(y, h))
-                models[(target, h)] = QuantileModel().fit([rows])
+        for target, h in sorted(cls.keys_for(s, upto_bins)):
+            y = s.columns[target]
+            rows = load_rows(s, target, np.arange(LOOKBACK, len(s) - h), h, change_quantiles(y, h))
+            models[(target, h)] = QuantileModel().fit([rows])
         return cls(models)
+
+    @staticmethod
+    def keys_for(s: LoadSeries, upto_bins: int) -> set[tuple[str, int]]:
+        """The (target, horizon) pairs ``fit`` makes on ``s``."""
+        return {(target, h) for target in TARGETS if target in s.columns
+                for h in HORIZONS.values() if h <= upto_bins and len(s) - h - LOOKBACK >= MIN_ROWS}
 
     def arrays(self) -> dict[str, np.ndarray]:
         keys = sorted(self.models)

@@ -84,3 +84,43 @@ def test_auto_records_from_squeue_only_with_the_slurm_actuator(repo: Repository,
 def test_a_bad_interval_names_its_path() -> None:
     with pytest.raises(ConfigError, match="load.interval_s"):
         config_mod.from_mapping({"load": {"interval_s": 3600}})
+
+
+def test_hourly_refits_keep_the_quantile_models_for_a_day_then_fit_them_again(repo: Repository) -> None:
+    """The load recorder refits the point forecaster every hour; the quantile models (4-6 times its cost) are
+    kept from the last fit that made them, with the same horizons, until a day of newer bins arrived."""
+    from sentinel.forecast.resident import Q_FITTED, history, resident
+    from sentinel.models.forecast_trees import from_bytes
+
+    start = _history(repo, 5.0)
+
+    def stored_blob() -> tuple[float, dict[str, np.ndarray]]:
+        row = stored_forecaster(repo.engine, ALL)
+        assert row is not None
+        return float(row["fitted_ts"]), from_bytes(bytes(row["blob"]))
+
+    def add_bins(hours: float, first: float) -> float:
+        n = int(hours * 6)
+        record_load_bins(repo.engine, [LoadBin(first + 600.0 * i, ALL, 7.0, 1.0, 0, 16.0, None, "squeue")
+                                       for i in range(n)])
+        return first + 600.0 * n
+
+    assert refresh(repo.engine) == {ALL: "fitted"}
+    fitted, blob = stored_blob()
+    q_fitted = float(blob[Q_FITTED][0])
+    assert q_fitted == fitted == start - 600.0
+    nxt = add_bins(1.0, start)  # an hour later: the point model is refitted, the quantile set kept as it was
+    assert refresh(repo.engine) == {ALL: "fitted"}
+    fitted2, blob2 = stored_blob()
+    assert fitted2 == nxt - 600.0 and float(blob2[Q_FITTED][0]) == q_fitted
+    kept = [k for k in blob if k.startswith("q")]
+    assert kept and all(np.array_equal(blob[k], blob2[k]) for k in kept)
+    warm = resident(repo.engine, ALL, history(repo.engine, ALL), (6, 18))
+    assert warm.source == "stored" and warm.quantiles is not None
+    add_bins(24.0, nxt)  # a day later: fitted again
+    refresh(repo.engine)
+    fitted3, blob3 = stored_blob()
+    assert float(blob3[Q_FITTED][0]) == fitted3 > q_fitted
+    # the command's --refit fits everything, the quantile models too
+    forced = resident(repo.engine, ALL, history(repo.engine, ALL), (6, 18, 36, 144), refit=True)
+    assert forced.source == "fitted" and forced.quantiles is not None

@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -32,6 +33,8 @@ from sentinel.store import load as store
 
 HISTORY_S = 28 * 86_400.0
 REFIT_BINS = 6
+QUANTILE_REFIT_BINS = 144  # the quantile models are fitted again once a day of newer bins arrived
+Q_FITTED = "q_fitted_ts"  # blob key: the newest bin's time when the stored quantile models were fitted
 ALL_ANCHORS = ANCHORS + COARSE
 
 log = logging.getLogger(__name__)
@@ -74,24 +77,48 @@ def stored(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ..
     return Resident(model, "stored", float(row["fitted_ts"]), quantiles=quantiles)
 
 
-def fit(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...], save: bool = True) -> Resident:
+def fit(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...], save: bool = True,
+        keep_quantiles: bool = False) -> Resident:
     """Fit on ``s`` (when it is long enough) and store the result, the quantile models in the same blob; a
-    read-only store only costs the saving."""
+    read-only store only costs the saving. ``keep_quantiles``: reuse the stored quantile models while they are
+    fresh (``kept_quantiles``) instead of fitting them again."""
     model = DemandForecaster(anchors=anchors)
     if len(s) <= model.min_train_rows:
         return Resident(model, "none")
     model.fit([s])
-    quantiles = LoadQuantiles.fit(s, max(model.anchors)) if model.trained else None
+    quantiles, q_fitted = None, float(s.ts[-1])
+    if model.trained:
+        kept = kept_quantiles(engine, partition, s, max(model.anchors)) if keep_quantiles else None
+        quantiles, q_fitted = kept or (LoadQuantiles.fit(s, max(model.anchors)), q_fitted)
     saved = False
     if save and model.trained:
         try:
-            blob = to_bytes({**model.arrays(), **(quantiles.arrays() if quantiles else {})})
+            blob = to_bytes({**model.arrays(),
+                             **({**quantiles.arrays(), Q_FITTED: np.array([q_fitted])} if quantiles else {})})
             store.save_forecaster(engine, partition, float(s.ts[-1]), len(s), SystemClock().now(), model.anchors,
                                   blob)
             saved = True
         except SQLAlchemyError as exc:
             log.warning("could not store the fitted forecaster for %s: %s", partition, exc)
     return Resident(model, "fitted", float(s.ts[-1]), saved, quantiles)
+
+
+def kept_quantiles(engine: Engine, partition: str, s: LoadSeries,
+                   upto_bins: int) -> tuple[LoadQuantiles, float] | None:
+    """The stored quantile set and when it was fitted, if younger than ``QUANTILE_REFIT_BINS`` bins of ``s`` and
+    holding every (target, horizon) a fit on ``s`` would make; else None."""
+    row = store.stored_forecaster(engine, partition)
+    if row is None or not len(s):
+        return None
+    try:
+        data = from_bytes(bytes(row["blob"]))
+        quantiles = LoadQuantiles.from_arrays(data)
+        fitted = float(data[Q_FITTED][0]) if Q_FITTED in data else None
+    except (ValueError, KeyError):
+        return None
+    if quantiles is None or fitted is None or not 0 <= (float(s.ts[-1]) - fitted) / BIN_S < QUANTILE_REFIT_BINS:
+        return None
+    return (quantiles, fitted) if set(quantiles.models) == LoadQuantiles.keys_for(s, upto_bins) else None
 
 
 def resident(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...],
@@ -112,7 +139,7 @@ def refresh(engine: Engine, partitions: list[str] | None = None) -> dict[str, st
         if stored(engine, name, s, ALL_ANCHORS) is not None:
             done[name] = "fresh"
             continue
-        done[name] = fit(engine, name, s, ALL_ANCHORS).source
+        done[name] = fit(engine, name, s, ALL_ANCHORS, keep_quantiles=True).source
     return done
 
 
