@@ -205,3 +205,17 @@ def test_the_push_notes_whether_a_counter_rose() -> None:
     assert window.counters_moved
     window.push(sample(4.0, GpuReading(index=0, temp_c=52.0, pcie_replay=1)))  # a reset: nothing counted
     assert not window.counters_moved
+
+
+def test_nvlink_crc_is_summed_over_links_a_link_without_the_counter_counting_zero() -> None:
+    from sentinel.detector.windows import GPU_FIELDS
+    from sentinel.events import NvLinkReading
+
+    crc = GPU_FIELDS.index("nvlink_crc")
+    window = NodeWindow(4, gpus=3)
+    links = [NvLinkReading(link=k, crc_errors=k) for k in range(12)]  # 0 + 1 + ... + 11 = 66
+    window.push(sample(1.0, GpuReading(index=0, nvlinks=links),
+                       GpuReading(index=1, nvlinks=[*links[:3], NvLinkReading(link=3)]),  # 0 + 1 + 2 + nothing
+                       GpuReading(index=2)))  # no NVLink reading at all: unknown
+    row = window.gpu[0, crc] + window.base[crc]
+    assert row[:2].tolist() == [66.0, 3.0] and math.isnan(row[2])

@@ -19,7 +19,7 @@ import itertools
 import math
 import operator
 from array import array
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,7 @@ __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWi
 _PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink_crc", "remap_pending"))
 assert GPU_FIELDS[_PCIE:_PENDING] == ("pcie_replay", "nvlink_crc")
 _READ = operator.attrgetter("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile", "pcie_replay")
+_CRC = operator.attrgetter("crc_errors")
 _ABSENT = (math.nan,) * len(GPU_FIELDS)
 _COUNTERS = slice(GPU_FIELDS.index("ecc_sbe"), _PENDING)  # the fields kept as offsets from a moving base
 assert GPU_FIELDS[_COUNTERS] == ("ecc_sbe", "pcie_replay", "nvlink_crc")
@@ -43,6 +44,14 @@ _EXACT = float(2**24)  # float32 holds every integer up to here
 STAGED = 8  # pushes kept as C doubles before they go into the rings in one numpy pass
 _NAN = math.nan
 _IB_NAMES = tuple(name.removeprefix("ib_") for name in IB_COUNTERS)
+
+
+def _crc_sum(links: list[Any]) -> float:
+    """CRC errors over a GPU's NVLinks (12 per GPU from NVML), a link without the counter as 0."""
+    try:
+        return sum(map(_CRC, links))
+    except TypeError:  # some link had no reading (None)
+        return sum(v or 0 for v in map(_CRC, links))
 
 
 class NodeWindow:
@@ -137,7 +146,7 @@ class NodeWindow:
                 values = _READ(g)
                 if None in values:
                     values = tuple(_NAN if v is None else v for v in values)
-                crc = sum(link.crc_errors or 0 for link in g.nvlinks) if g.nvlinks else _NAN
+                crc = _crc_sum(g.nvlinks) if g.nvlinks else _NAN
                 pending = g.row_remap_pending
                 rows[index] = (*values, crc, _NAN if pending is None else float(pending))
             throttle[index] = g.throttle_reasons or 0
