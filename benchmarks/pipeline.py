@@ -52,7 +52,7 @@ from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.repository import Repository
 from sentinel.tables import render
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Transport
-from sentinel.transport.kafka import KafkaTransport
+from sentinel.transport.kafka import FETCH, KafkaTransport
 from sentinel.transport.memory import MemoryTransport
 
 Progress = Callable[[str], None]
@@ -195,7 +195,7 @@ def _bare_rate(broker: str, topic: str, n: int) -> tuple[float, float]:
 
     consumer = KafkaConsumer(topic, bootstrap_servers=broker, group_id=f"bare-{uuid.uuid4().hex[:6]}",
                              enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=6000,
-                             heartbeat_interval_ms=1000, api_version=(2, 8, 0))
+                             heartbeat_interval_ms=1000, api_version=(2, 8, 0), **FETCH)  # as the detector fetches
     count, started, cpu_started = 0, None, None
     deadline = time.monotonic() + 300
     while count < n and time.monotonic() < deadline:

@@ -55,3 +55,20 @@ def test_an_unreachable_broker_is_a_transport_error_not_a_hang() -> None:
     with pytest.raises(TransportError, match="unreachable|did not take"):
         transport.publish_batch([("t", "n", b"x")])
     assert time.monotonic() - started < 15
+
+
+def test_consumers_fetch_large_responses_and_a_lone_message_on_a_quiet_topic_arrives(kafka_bootstrap: str) -> None:
+    """The consumers fetch up to 8 MiB per partition (FETCH); a single small message on a quiet topic still
+    arrives (the broker is not asked to wait for a minimum size)."""
+    from sentinel.transport.kafka import FETCH
+
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    transport = KafkaTransport(kafka_bootstrap, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+    transport.ensure_topics({topic: 1})
+    consumer = transport.consumer(f"g-{uuid.uuid4().hex[:8]}", [topic])
+    assert all(consumer.consumer.config[k] == v for k, v in FETCH.items())  # type: ignore[attr-defined]
+    assert _drain(consumer, 1, timeout_s=3.0) == []  # joined the group, nothing there yet
+    transport.publish_batch([(topic, "n", b"alone")])
+    assert [m.value for m in _drain(consumer, 1, timeout_s=10.0)] == [b"alone"]
+    consumer.close()
+    transport.close()

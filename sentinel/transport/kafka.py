@@ -127,6 +127,15 @@ class _Assignments(ConsumerRebalanceListener):
         self.new.update(assigned)
 
 
+# Fetch larger responses: the NVML agent's sample is ~1 KB compressed and travels as its own record batch, and
+# with kafka-python's 1 MiB per partition a detector member spent about a third of its time waiting on the
+# broker's fetch responses. A member catching up holds up to 8 MiB per assigned partition in a response. Asking
+# the broker to wait for a minimum size (fetch_min_bytes) was as fast on tansu's memory storage but tansu on S3
+# then answered nothing at all (tests/test_agent_outage.py), so it is left at kafka-python's default.
+# docs/benchmarks.md (Pipeline) has the measurements.
+FETCH = {"max_partition_fetch_bytes": 8 << 20}
+
+
 class KafkaTopicConsumer:
     def __init__(self, transport: KafkaTransport, group: str, topics: list[str], replay_messages: int = 0) -> None:
         self.live_from: dict[Any, int] = {}
@@ -137,7 +146,7 @@ class KafkaTopicConsumer:
                 bootstrap_servers=transport.bootstrap, group_id=group, enable_auto_commit=False,
                 auto_offset_reset="earliest", session_timeout_ms=transport.session_timeout_ms,
                 heartbeat_interval_ms=transport.heartbeat_interval_ms, api_version=transport.api_version,
-                **transport.client)
+                **{**FETCH, **transport.client})
             self.consumer.subscribe(topics, listener=self._assignments)
         except KafkaError as exc:
             raise TransportError(f"Kafka at {transport.bootstrap} unreachable: {exc}") from None
