@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from collectors.nvml import NvmlCollector
 from sentinel import codec
 from sentinel.benchmarks.codec import sample_message
+from sentinel.collectors.nvml import NvmlCollector
 from sentinel.events import TelemetrySample
 from sentinel.testing import FakeNvml, healthy_fields
 
