@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from sentinel import codec
+from sentinel.collectors.nvml import COUNTER_FIELDS, NVLINK_LINKS
 from sentinel.events import GpuReading, HostReading, NicReading, NvLinkReading, TelemetrySample
 from sentinel.tables import render
 
@@ -47,21 +48,13 @@ def sample_message(node: int = 1, gpus: int = 8) -> TelemetrySample:
             retired_pages_pending=0,
             row_remap_failure=False,
             pcie_replay=1,
-            # what the NVML collector adds (collectors/nvml.py): more counters, flags, the 12 NVLinks NVML
+            # what the NVML collector adds (collectors/nvml.py): more counters and flags, the 12 NVLinks NVML
             # has per-link fields for, and each counter's increase since the previous read
-            retired_pages_sbe=0,
-            retired_pages_dbe=0,
-            row_remap_correctable=0,
-            row_remap_uncorrectable=0,
-            row_remap_pending=False,
-            fan_pct=40.0,
-            pstate=0,
-            recovery_action=0,
-            nvlinks=[NvLinkReading(link=link, crc_errors=0, replay_errors=0, recovery_errors=0) for link in range(12)],
-            deltas={name: 0 for name in ("ecc_sbe_volatile", "ecc_dbe_volatile", "ecc_sbe_aggregate",
-                                         "ecc_dbe_aggregate", "retired_pages_sbe", "retired_pages_dbe",
-                                         "retired_pages_pending", "row_remap_correctable",
-                                         "row_remap_uncorrectable", "pcie_replay")},
+            retired_pages_sbe=0, retired_pages_dbe=0, row_remap_correctable=0, row_remap_uncorrectable=0,
+            row_remap_pending=False, fan_pct=40.0, pstate=0, recovery_action=0,
+            nvlinks=[NvLinkReading(link=link, crc_errors=0, replay_errors=0, recovery_errors=0)
+                     for link in range(NVLINK_LINKS)],
+            deltas=dict.fromkeys(COUNTER_FIELDS, 0),
         )
         for i in range(gpus)
     ]
