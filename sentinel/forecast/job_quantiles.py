@@ -44,10 +44,10 @@ def job_quantiles(engine: Engine, partition: str, s: LoadSeries,
     model = JobModel.fit(jobs, now, capacity, first=float(s.ts[max(0, len(s) - 4 * 7 * DAY)]))
     out: dict[str, dict[str, dict[str, float]]] = {}
     tables: dict[int, Table] = {}  # origin bin (-1: now) -> the job table cut there
+    grid = np.arange(len(s) - 1 - EVERY, DAY - 1, -EVERY)  # replay origins, shared by every horizon
     for name, h in HORIZONS.items():
         if h > horizon_bins:
             continue
-        grid = np.arange(len(s) - 1 - EVERY, DAY - 1, -EVERY)
         past = grid[(grid <= len(s) - 1 - h) & (grid >= len(s) - 1 - h - PAST_BINS)]
         for target, expect_now, expect_past in _expectations(model, jobs, s, now, h, past, tables):
             truth = s.columns[target][past + h]

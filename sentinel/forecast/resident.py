@@ -17,6 +17,7 @@ falls back to the point forecast's interval.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +63,11 @@ def history(engine: Engine, partition: str) -> LoadSeries:
 
 def stored(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...]) -> Resident | None:
     """The stored forecaster when it is fresh for ``s`` and covers ``anchors``; else None."""
-    row = store.stored_forecaster(engine, partition)
+    return _fresh(store.stored_forecaster(engine, partition), partition, s, anchors)
+
+
+def _fresh(row: Mapping[str, Any] | None, partition: str, s: LoadSeries, anchors: tuple[int, ...]) -> Resident | None:
+    """``stored`` on a row already read (None: nothing stored)."""
     if row is None or not set(anchors) <= set(row["anchors"]) or not len(s):
         return None
     behind = (float(s.ts[-1]) - float(row["fitted_ts"])) / BIN_S
@@ -78,17 +83,17 @@ def stored(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ..
 
 
 def fit(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...], save: bool = True,
-        keep_quantiles: bool = False) -> Resident:
+        previous: Mapping[str, Any] | None = None) -> Resident:
     """Fit on ``s`` (when it is long enough) and store the result, the quantile models in the same blob; a
-    read-only store only costs the saving. ``keep_quantiles``: reuse the stored quantile models while they are
-    fresh (``kept_quantiles``) instead of fitting them again."""
+    read-only store only costs the saving. ``previous``: the stored row this fit replaces, whose quantile models
+    are reused while they are fresh (``kept_quantiles``) instead of fitted again."""
     model = DemandForecaster(anchors=anchors)
     if len(s) <= model.min_train_rows:
         return Resident(model, "none")
     model.fit([s])
     quantiles, q_fitted = None, float(s.ts[-1])
     if model.trained:
-        kept = kept_quantiles(engine, partition, s, max(model.anchors)) if keep_quantiles else None
+        kept = kept_quantiles(previous, s, max(model.anchors)) if previous is not None else None
         quantiles, q_fitted = kept or (LoadQuantiles.fit(s, max(model.anchors)), q_fitted)
     saved = False
     if save and model.trained:
@@ -103,12 +108,10 @@ def fit(engine: Engine, partition: str, s: LoadSeries, anchors: tuple[int, ...],
     return Resident(model, "fitted", float(s.ts[-1]), saved, quantiles)
 
 
-def kept_quantiles(engine: Engine, partition: str, s: LoadSeries,
-                   upto_bins: int) -> tuple[LoadQuantiles, float] | None:
-    """The stored quantile set and when it was fitted, if younger than ``QUANTILE_REFIT_BINS`` bins of ``s`` and
-    holding every (target, horizon) a fit on ``s`` would make; else None."""
-    row = store.stored_forecaster(engine, partition)
-    if row is None or not len(s):
+def kept_quantiles(row: Mapping[str, Any], s: LoadSeries, upto_bins: int) -> tuple[LoadQuantiles, float] | None:
+    """The quantile set stored in ``row`` and when it was fitted, if younger than ``QUANTILE_REFIT_BINS`` bins of
+    ``s`` and holding every (target, horizon) a fit on ``s`` would make; else None."""
+    if not len(s):
         return None
     try:
         data = from_bytes(bytes(row["blob"]))
@@ -136,10 +139,11 @@ def refresh(engine: Engine, partitions: list[str] | None = None) -> dict[str, st
     done = {}
     for name in names:
         s = history(engine, name)
-        if stored(engine, name, s, ALL_ANCHORS) is not None:
+        row = store.stored_forecaster(engine, name)  # read once: checked for freshness, else its quantiles reused
+        if _fresh(row, name, s, ALL_ANCHORS) is not None:
             done[name] = "fresh"
             continue
-        done[name] = fit(engine, name, s, ALL_ANCHORS, keep_quantiles=True).source
+        done[name] = fit(engine, name, s, ALL_ANCHORS, previous=row).source
     return done
 
 
