@@ -20,10 +20,22 @@ from sentinel.collectors.nvml import COUNTER_FIELDS, NVLINK_LINKS
 from sentinel.events import GpuReading, HostReading, NicReading, NvLinkReading, TelemetrySample
 from sentinel.tables import render
 
+# The counter files of a ConnectX InfiniBand port (counters/ and mlx5 hw_counters/; domain.md, NIC counters) and of
+# an Ethernet interface (statistics/ and the carrier counts), as the recorded sysfs tree in tests/fixtures has them.
+IB_PORT_COUNTERS = (
+    "VL15_dropped", "excessive_buffer_overrun_errors", "link_downed", "link_error_recovery", "local_ack_timeout_err",
+    "local_link_integrity_errors", "out_of_sequence", "packet_seq_err", "port_rcv_data", "port_rcv_errors",
+    "port_rcv_remote_physical_errors", "port_xmit_data", "port_xmit_discards", "port_xmit_wait", "rnr_nak_retry_err",
+    "roce_slow_restart", "symbol_error")
+ETHERNET_STATISTICS = (
+    "carrier_changes", "carrier_down_count", "carrier_up_count", "rx_bytes", "rx_crc_errors", "rx_dropped", "rx_errors",
+    "rx_fifo_errors", "rx_missed_errors", "rx_over_errors", "rx_packets", "tx_bytes", "tx_carrier_errors",
+    "tx_dropped", "tx_errors", "tx_packets")
+
 
 def sample_message(node: int = 1, gpus: int = 8) -> TelemetrySample:
     """One node's sample as the agent sends it from NVML: every field the NVML collector sets on a GPU (the same
-    set, checked by tests/test_bench_codec.py), 4 InfiniBand ports and the host."""
+    set, checked by tests/test_bench_codec.py), an InfiniBand port per GPU, an Ethernet interface and the host."""
     readings = [
         GpuReading(
             index=i,
@@ -58,23 +70,34 @@ def sample_message(node: int = 1, gpus: int = 8) -> TelemetrySample:
         )
         for i in range(gpus)
     ]
+    # What the NIC collector reads (collectors/nic.py, every counter file, with deltas from the second read on):
+    # one InfiniBand port per GPU (HGX H100's compute fabric) with the counters of a ConnectX port as recorded in
+    # tests/fixtures/sysfs, and the management Ethernet interface. tests/test_bench_codec.py keeps them equal.
+    ib_counters = {name: 0 for name in IB_PORT_COUNTERS}
     nics = [
         NicReading(
-            name=f"mlx5_{i}",
+            name=f"mlx5_{i}/1",
             link_layer="infiniband",
             state="4: ACTIVE",
             carrier=True,
-            counters={"symbol_error": 0, "link_downed": 0, "port_rcv_data": 123456789 * i},
+            speed_mbps=400_000,
+            counters={**ib_counters, "port_rcv_data": 123456789 * (i + 1), "port_xmit_data": 98765432 * (i + 1)},
+            deltas={**ib_counters, "port_rcv_data": 4_000_000, "port_xmit_data": 3_900_000},
         )
-        for i in range(4)
+        for i in range(gpus)
     ]
+    eth = {name: 0 for name in ETHERNET_STATISTICS}
+    nics.append(NicReading(name="eth0", link_layer="ethernet", state="up", carrier=True, speed_mbps=100_000, mtu=9000,
+                           counters={**eth, "rx_bytes": 987654321, "tx_bytes": 123456789, "carrier_up_count": 1},
+                           deltas={**eth, "rx_bytes": 52_000, "tx_bytes": 48_000}))
     return TelemetrySample(
         node=f"gpu-node-{node:03d}",
         ts=1.7e9,
         seq=1,
         gpus=readings,
         nics=nics,
-        host=HostReading(boot_id="b" * 32, load1=12.5, cpu_util_pct=40.0),
+        host=HostReading(boot_id="b" * 32, uptime_s=864000.5, load1=12.5, load5=11.8, cpu_util_pct=40.0,
+                         mem_total_bytes=2 * 2**40, mem_available_bytes=2**40, disk_used_pct=31.5),
     )
 
 

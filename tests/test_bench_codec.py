@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msgspec
 
 from sentinel import codec
 from sentinel.benchmarks.codec import sample_message
+from sentinel.collectors.nic import NicCollector
 from sentinel.collectors.nvml import NvmlCollector
 from sentinel.events import TelemetrySample
 from sentinel.testing import FakeNvml, healthy_fields
@@ -29,3 +32,17 @@ def test_the_bench_sample_sets_every_gpu_field_the_nvml_collector_sets() -> None
         assert [link.link for link in ours.nvlinks] == [link.link for link in theirs.nvlinks]
         assert _filled(ours.nvlinks[0]) == _filled(theirs.nvlinks[0]) and ours.deltas.keys() == theirs.deltas.keys()
     assert codec.decode_as(codec.encode(sample), TelemetrySample) == sample
+
+
+def test_the_bench_sample_has_the_nic_readings_the_nic_collector_makes_of_a_recorded_node() -> None:
+    """Every counter file of a ConnectX InfiniBand port and of an Ethernet interface, each with its delta (the
+    collector's second read), as in the recorded sysfs tree; before, the ports had 3 counters and no deltas."""
+    nic = NicCollector(Path(__file__).parent / "fixtures" / "sysfs")
+    nic.read()
+    collected = {r.name: r for r in nic.read()}
+    sample = sample_message()
+    ports = [r for r in sample.nics if r.link_layer == "infiniband"]
+    assert len(ports) == len(sample.gpus)
+    for ours, theirs in [*((p, collected["mlx5_0/1"]) for p in ports), (sample.nics[-1], collected["eth0"])]:
+        assert _filled(ours) == _filled(theirs)
+        assert ours.counters.keys() == theirs.counters.keys() == ours.deltas.keys() == theirs.deltas.keys()
