@@ -2,7 +2,7 @@
 
 The detector as shipped (`benchmarks.pipeline._detector`: every rule, the cached hazard model, the host model)
 on the embedded transport: windows filled first, then ``--rounds`` more samples per node, one slot boundary of
-the hazard model inside them, with ``perf_counter`` wrapped around decode, push, rules and last readings. The
+the hazard model inside them, with ``perf_counter`` wrapped around decode, push, rules and ``remember``. The
 wrappers add ~0.3 µs to each part they time. docs/benchmarks.md (Pipeline) quotes its output.
 """
 
@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     relax_gc()
     service.sample_rules = timed("rules", service.sample_rules)  # type: ignore[assignment]
-    service.last_readings = timed("last_readings", service.last_readings)  # type: ignore[assignment]
+    service.remember = timed("remember", service.remember)  # type: ignore[assignment]
     windows.NodeWindow.push = timed("push", windows.NodeWindow.push)  # type: ignore[method-assign]
     service.Detector._decode = timed("decode", service.Detector._decode)  # type: ignore[method-assign]
     warm, n = 61 * args.nodes, args.rounds * args.nodes  # 61 s of samples fill the 60-sample windows

@@ -73,3 +73,16 @@ def test_a_straggler_recovers_and_can_be_reported_again() -> None:
     slow = [1980.0, 1980.0, 1188.0, 1980.0]
     samples = [_sample(0.0, slow), _sample(10.0, slow), _sample(20.0), _sample(30.0, slow), _sample(40.0, slow)]
     assert [ts for ts, _ in run_rules(samples)] == [10.0, 40.0]
+
+
+def test_nodes_without_gpu_peers_or_with_a_gpu_missing_readings_judge_what_is_there() -> None:
+    """A node with no GPU or one GPU has no peers; a GPU without a clock or utilisation reading is left out and
+    the others are still compared (the rule's fast path reads every GPU at once and falls back for these)."""
+    assert run_rules([TelemetrySample(node="n1", ts=float(t), gpus=[]) for t in range(3)]) == []
+    assert run_rules([TelemetrySample(node="n1", ts=float(t), gpus=[GpuReading(index=0, sm_clock_mhz=900.0,
+                                                                                util_gpu_pct=99.0)])
+                      for t in range(3)]) == []
+    gpus = [GpuReading(index=i, sm_clock_mhz=clock, util_gpu_pct=99.0) for i, clock in
+            enumerate([1980.0, 1980.0, 1188.0])] + [GpuReading(index=3, util_gpu_pct=99.0)]  # no clock read
+    found = run_rules([TelemetrySample(node="n1", ts=float(t), gpus=gpus) for t in range(3)])
+    assert [(f.rule, f.gpu_index) for _, f in found] == [("straggler-clock", 2)]

@@ -219,3 +219,81 @@ def test_nvlink_crc_is_summed_over_links_a_link_without_the_counter_counting_zer
                        GpuReading(index=2)))  # no NVLink reading at all: unknown
     row = window.gpu[0, crc] + window.base[crc]
     assert row[:2].tolist() == [66.0, 3.0] and math.isnan(row[2])
+
+
+# ----- the push's fast path and the general one read the same ------------------------------------------------
+
+_READINGS = st.builds(
+    lambda state, temp, power, clock, util, sbe, pcie, pending, throttle, links: (
+        state, dict(temp_c=temp, power_w=power, sm_clock_mhz=clock, util_gpu_pct=util, ecc_sbe_volatile=sbe,
+                    pcie_replay=pcie, row_remap_pending=pending, throttle_reasons=throttle), links),
+    st.sampled_from([GpuState.OK, GpuState.OK, GpuState.OK, GpuState.LOST]),
+    *(st.none() | st.floats(min_value=0.0, max_value=2000.0) for _ in range(4)),
+    st.none() | st.integers(min_value=0, max_value=1000), st.none() | st.integers(min_value=0, max_value=1000),
+    st.none() | st.booleans(), st.none() | st.integers(min_value=0, max_value=255),
+    st.lists(st.none() | st.integers(min_value=0, max_value=1000), max_size=3),
+)
+
+
+def _reference(reading: tuple) -> tuple[list[float], int]:
+    """GPU_FIELDS of one GPU as the window should hold them, written out plainly; and its throttle reasons."""
+    state, fields, links = reading
+    if state is GpuState.LOST:
+        return [math.nan] * 8, fields["throttle_reasons"] or 0
+    values = [fields[k] for k in ("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile",
+                                   "pcie_replay")]
+    crc = float(sum(v or 0 for v in links)) if links else math.nan
+    pending = fields["row_remap_pending"]
+    row = [math.nan if v is None else float(v) for v in values] + [crc, math.nan if pending is None else float(pending)]
+    return row, fields["throttle_reasons"] or 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_READINGS, min_size=1, max_size=3), min_size=1, max_size=6), st.booleans())
+def test_every_push_reads_each_gpu_as_the_plain_reference_does(steps: list[list[tuple]], shuffle: bool) -> None:
+    """Samples with every GPU in order take the push's fast path (fields read across GPUs at once); a lost GPU,
+    a missing reading (None) or GPUs out of order take the general one: both must store the same values."""
+    from sentinel.events import NvLinkReading
+
+    window = NodeWindow(8, gpus=1)
+    expected: list[tuple[list[list[float]], list[int]]] = []
+    for t, readings in enumerate(steps):
+        gpus = [GpuReading(index=i, state=state, nvlinks=[NvLinkReading(link=k, crc_errors=v)
+                                                          for k, v in enumerate(links)], **fields)
+                for i, (state, fields, links) in enumerate(readings)]
+        window.push(sample(float(t), *(reversed(gpus) if shuffle else gpus)))
+        rows = [_reference(r) for r in readings]
+        expected.append(([row for row, _ in rows], [thr for _, thr in rows]))
+    series = window.series()
+    width = window.gpus
+    for t, (rows, throttles) in enumerate(expected):
+        for gpu in range(width):
+            want = rows[gpu] if gpu < len(rows) else [math.nan] * 8
+            got = [series[name][t, gpu] for name in ("temp_c", "power_w", "sm_clock_mhz", "util_pct", "ecc_sbe",
+                                                     "pcie_replay", "nvlink_crc", "remap_pending")]
+            assert np.allclose(got, want, equal_nan=True, rtol=1e-6, atol=1e-3), (t, gpu, got, want)
+            assert series["throttle"][t, gpu] == (throttles[gpu] if gpu < len(rows) else 0)
+
+
+def test_infiniband_counters_are_summed_over_the_ports_that_have_them() -> None:
+    """IPoIB interfaces (infiniband link layer, none of the port counters) and a port without one counter do
+    not turn a sum into NaN or drop the other ports; a counter no port has reads NaN."""
+    from sentinel.events import NicReading
+
+    def ib(symbol: int, recovery: int | None) -> list[NicReading]:
+        port = {"symbol_error": symbol, **({} if recovery is None else {"link_error_recovery": recovery})}
+        return [NicReading(name="ib0", link_layer="infiniband", counters={"rx_bytes": 5}),
+                NicReading(name="mlx5_0/1", link_layer="infiniband", counters=port),
+                NicReading(name="mlx5_1/1", link_layer="InfiniBand", counters={"symbol_error": 2}),
+                NicReading(name="eth0", link_layer="ethernet", counters={"symbol_error": 100})]
+
+    window = NodeWindow(4, gpus=1)
+    window.push(TelemetrySample(node="n", ts=1.0, gpus=[hot(0, 50.0)], nics=ib(1, None)))
+    window.push(TelemetrySample(node="n", ts=2.0, gpus=[hot(0, 50.0)], nics=ib(1, 4)))
+    assert not window.ib_moved  # a counter that appears is not a rise
+    window.push(TelemetrySample(node="n", ts=3.0, gpus=[hot(0, 50.0)], nics=ib(3, 4)))
+    assert window.ib_moved
+    series = window.series()
+    assert series["ib_symbol_error"].tolist() == [3.0, 3.0, 5.0]
+    assert np.allclose(series["ib_link_error_recovery"], [math.nan, 4.0, 4.0], equal_nan=True)
+    assert np.isnan(series["ib_link_downed"]).all()

@@ -21,7 +21,7 @@ from sentinel.detector.hazard_scoring import HazardScorer
 from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.log_rules import dedup_key, log_rule
 from sentinel.detector.peers import PeerComparison
-from sentinel.detector.rules import last_readings, pci_key, sample_rules, xid_rule
+from sentinel.detector.rules import gpus_by_pci, pci_key, remember, sample_rules, xid_rule
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
 from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
@@ -211,8 +211,8 @@ class Detector:
         self.peers.observe(sample.node, sample.jobs)
         self.samples_seen += 1
         self.gpu_samples_seen += len(sample.gpus)
-        found = sample_rules(window, sample, self.config, now, window.last)
-        window.last = last_readings(sample)
+        found = sample_rules(window, sample, self.config, now)
+        remember(window, sample)
         if self.host is not None:
             found.extend(self.host.observe(sample, now))
         return found
@@ -224,8 +224,7 @@ class Detector:
         if gpu_index is None and event.pci_bus_id:
             key = pci_key(event.pci_bus_id)
             # built when a log line needs it (rare), not on every sample
-            last = self.windows[event.node].last if event.node in self.windows else {}
-            by_pci = {r.pci: index for index, r in last.items() if r.pci}
+            by_pci = gpus_by_pci(self.windows[event.node]) if event.node in self.windows else {}
             gpu_index = by_pci.get(key) if key else None
         window = self.windows.get(event.node)
         if window is not None and event.xid is not None and gpu_index is not None:

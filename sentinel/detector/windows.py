@@ -15,20 +15,18 @@ reads a clock or the network. Sized for a 100k-GPU fleet in one process (issue 1
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
 from array import array
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from sentinel.counters import counter_delta
-from sentinel.events import GpuState, TelemetrySample
+from sentinel.events import GpuReading, GpuState, NicReading, TelemetrySample
 from sentinel.models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
-
-if TYPE_CHECKING:
-    from sentinel.detector.rules import LastReading
 
 __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
 
@@ -37,6 +35,9 @@ _PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink
 assert GPU_FIELDS[_PCIE:_PENDING] == ("pcie_replay", "nvlink_crc")
 _READ = operator.attrgetter("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile", "pcie_replay")
 _CRC = operator.attrgetter("crc_errors")
+_INDEX, _STATE, _NVLINKS = (operator.attrgetter(n) for n in ("index", "state", "nvlinks"))
+_REMAP_PENDING, _THROTTLE = operator.attrgetter("row_remap_pending"), operator.attrgetter("throttle_reasons")
+_LOST = GpuState.LOST
 _ABSENT = (math.nan,) * len(GPU_FIELDS)
 _COUNTERS = slice(GPU_FIELDS.index("ecc_sbe"), _PENDING)  # the fields kept as offsets from a moving base
 assert GPU_FIELDS[_COUNTERS] == ("ecc_sbe", "pcie_replay", "nvlink_crc")
@@ -44,6 +45,7 @@ _EXACT = float(2**24)  # float32 holds every integer up to here
 STAGED = 8  # pushes kept as C doubles before they go into the rings in one numpy pass
 _NAN = math.nan
 _IB_NAMES = tuple(name.removeprefix("ib_") for name in IB_COUNTERS)
+_IB_SET, _IB_GET = frozenset(_IB_NAMES), tuple(operator.itemgetter(name) for name in _IB_NAMES)
 
 
 def _crc_sum(links: list[Any]) -> float:
@@ -54,13 +56,33 @@ def _crc_sum(links: list[Any]) -> float:
         return sum(v or 0 for v in map(_CRC, links))
 
 
+@functools.cache
+def _in_order(width: int) -> tuple[int, ...]:
+    return tuple(range(width))
+
+
+def _infiniband(nics: list[NicReading]) -> list[float]:
+    """IB_COUNTERS summed over the node's InfiniBand ports that have any of them (NaN: none has the counter;
+    IPoIB interfaces are of the infiniband link layer too, and have none)."""
+    ports = [counters for nic in nics
+             if (nic.link_layer == "infiniband" or nic.link_layer.lower() == "infiniband")
+             and not (counters := nic.counters).keys().isdisjoint(_IB_SET)]
+    if not ports:
+        return [_NAN] * len(_IB_NAMES)
+    try:
+        return [sum(map(get, ports)) for get in _IB_GET]
+    except KeyError:  # a port without one of them: sum the ports that have it
+        return [sum(values) if (values := [counters[name] for counters in ports if name in counters]) else _NAN
+                for name in _IB_NAMES]
+
+
 class NodeWindow:
     """The last ``size`` samples of one node: per-GPU fields, throttle reasons, node counters, precursor Xids."""
 
     __slots__ = ("size", "count", "_gpu", "_base", "_node", "_throttle", "_staged", "_staged_throttle",
                  "_staged_node", "_pending", "last_ts", "lost", "hot_reported", "hot_warned", "slow_streak",
                  "slow_reported", "ib_rate_reported", "counter_reported", "precursor_xid_ts", "counters_moved",
-                 "ib_moved", "last", "last_ib", "last_rows")
+                 "ib_moved", "last_key", "last_ib", "last_pcie", "last_crc")
 
     def __init__(self, size: int, gpus: int = 8) -> None:
         self.size = size
@@ -87,8 +109,10 @@ class NodeWindow:
         self.counters_moved = False  # a GPU counter rose, or a remap is pending, in the last push
         self.ib_moved = False  # an InfiniBand counter rose in the last push
         self.last_ib: list[float] = []  # the InfiniBand counters of the last push (NODE_FIELDS[1:])
-        self.last_rows: list[tuple[float, ...]] = []  # the GPU fields of the last push, per GPU (NaN: none)
-        self.last: dict[int, LastReading] = {}  # each GPU's previous reading, as far as the rules need it
+        self.last_pcie: tuple[float, ...] = ()  # PCIe replays and NVLink CRC of the last push, per GPU (NaN: none)
+        self.last_crc: tuple[float, ...] = ()
+        # each GPU's (index, ecc_dbe_volatile, row_remap_failure, pci_bus_id) in the last sample (rules.remember)
+        self.last_key: tuple[tuple[int, int | None, bool | None, str], ...] = ()
 
     # The rings, up to date: (size, fields, GPUs) float32 offsets, the bases, (size, node fields), (size, GPUs).
     @property
@@ -133,7 +157,47 @@ class NodeWindow:
     def push(self, sample: TelemetrySample) -> None:
         gpus = sample.gpus
         width = self._gpu.shape[2]
-        rows = [_ABSENT] * width  # per GPU, GPU_FIELDS in order (NaN: no reading)
+        if (len(gpus) == width and _LOST not in list(map(_STATE, gpus))
+                and tuple(map(_INDEX, gpus)) == _in_order(width)):
+            # Every GPU answered, in index order (nearly every sample): read each field across the GPUs at once.
+            columns: list[Any] = list(zip(*map(_READ, gpus), strict=False))  # equal lengths
+            try:
+                crc = [sum(map(_CRC, links)) if links else _NAN for links in map(_NVLINKS, gpus)]
+            except TypeError:  # some link had no reading (None)
+                crc = [_crc_sum(links) if links else _NAN for links in map(_NVLINKS, gpus)]
+            columns.append(crc)
+            columns.append(list(map(_REMAP_PENDING, gpus)))
+            throttle = list(map(_THROTTLE, gpus))
+            try:
+                self._staged.fromlist(list(itertools.chain.from_iterable(columns)))  # all or nothing
+            except TypeError:  # some reading is None
+                columns = [[_NAN if v is None else v for v in column] for column in columns]
+                self._staged.fromlist(list(itertools.chain.from_iterable(columns)))
+            if None in throttle:
+                throttle = [t or 0 for t in throttle]
+        else:
+            columns, throttle = self._columns(gpus, width)
+            self._staged.fromlist(list(itertools.chain.from_iterable(columns)))
+        self._staged_throttle.fromlist(throttle)
+        pcie, crc, pending = columns[_PCIE], columns[_NVLINK], columns[_PENDING]
+        self.counters_moved = (True in pending or any(map(operator.gt, pcie, self.last_pcie))
+                               or any(map(operator.gt, crc, self.last_crc)))
+        self.last_pcie, self.last_crc = tuple(pcie), tuple(crc)
+        ib = _infiniband(sample.nics)
+        self._staged_node.append(sample.ts)
+        self._staged_node.extend(ib)
+        self.ib_moved = self.count > 0 and any(map(operator.gt, ib, self.last_ib))
+        self.last_ib = ib
+        self.count += 1
+        self._pending += 1
+        self.last_ts = sample.ts
+        if self._pending >= min(STAGED, self.size):
+            self._settle()
+
+    def _columns(self, gpus: list[GpuReading], width: int) -> tuple[list[Any], list[int]]:
+        """GPU_FIELDS as columns across GPUs (NaN: no reading, or the GPU is lost), and throttle reasons, for a
+        sample with a lost GPU, GPUs missing or out of order, or more GPUs than the window had (it grows)."""
+        rows = [_ABSENT] * width  # per GPU, GPU_FIELDS in order
         throttle = [0] * width
         for g in gpus:
             index = g.index
@@ -150,30 +214,7 @@ class NodeWindow:
                 pending = g.row_remap_pending
                 rows[index] = (*values, crc, _NAN if pending is None else float(pending))
             throttle[index] = g.throttle_reasons or 0
-        self._staged.extend(itertools.chain.from_iterable(rows))
-        self._staged_throttle.extend(throttle)
-        self.counters_moved = any(r[_PENDING] > 0 for r in rows) or any(
-            now[_PCIE] > then[_PCIE] or now[_NVLINK] > then[_NVLINK] for now, then in zip(rows, self.last_rows,
-                                                                                        strict=False))
-        self.last_rows = rows
-        ib = [_NAN] * len(IB_COUNTERS)
-        for nic in sample.nics:
-            layer = nic.link_layer
-            if layer == "infiniband" or layer.lower() == "infiniband":
-                counters = nic.counters
-                for i, name in enumerate(_IB_NAMES):
-                    value = counters.get(name)
-                    if value is not None:
-                        ib[i] = value if ib[i] != ib[i] else ib[i] + value  # NaN != NaN: the first port
-        self._staged_node.append(sample.ts)
-        self._staged_node.extend(ib)
-        self.ib_moved = self.count > 0 and any(now > then for now, then in zip(ib, self.last_ib, strict=False))
-        self.last_ib = ib
-        self.count += 1
-        self._pending += 1
-        self.last_ts = sample.ts
-        if self._pending >= min(STAGED, self.size):
-            self._settle()
+        return list(zip(*rows, strict=True)), throttle
 
     def _settle(self) -> None:
         """Move the staged samples into the rings, in order."""
@@ -181,7 +222,7 @@ class NodeWindow:
         if not k:
             return
         width, fields = self._gpu.shape[2], len(GPU_FIELDS)
-        readings = np.frombuffer(self._staged, dtype=np.float64).reshape(k, width, fields).transpose(0, 2, 1)
+        readings = np.frombuffer(self._staged, dtype=np.float64).reshape(k, fields, width)
         rows = (self.count - k + np.arange(k)) % self.size
         offsets = readings - self._base  # (k, fields, GPUs)
         with np.errstate(over="ignore"):  # a gauge beyond float32 (nonsense, but finite on the wire) reads inf
