@@ -1,9 +1,10 @@
 """``sentinel-bench pipeline --broker HOST:PORT``: the detector's throughput against bare Kafka consumption.
 
 In one run, on fresh topics of the given broker:
-1. produce N realistic node-messages (8 GPUs each, 4 InfiniBand ports, host);
+1. produce N node-messages as the agent sends them (8 GPUs, an InfiniBand port per GPU, Ethernet, host);
 2. baseline: a bare kafka-python consumer that only fetches and decodes them (``bare_msgs_per_s``);
-3. the detector end to end (fetch, decode, windows, rules, findings, commits) in this process
+3. the detector end to end (fetch, decode, windows, rules, findings, commits) in this process, its windows
+   first filled with the minute of samples before the produced ones (``warm_up``: the steady state is timed)
    (``detector_msgs_per_s``; ``ratio`` = detector / bare), and as two group members in two processes
    (``two_process_msgs_per_s``: the group's rate while both members were busy; ``two_process_span_msgs_per_s``
    from the first member's first step to the last member's end, start-up skew and uneven partitions included);
@@ -56,6 +57,7 @@ from sentinel.transport.kafka import FETCH, KafkaTransport
 from sentinel.transport.memory import MemoryTransport
 
 Progress = Callable[[str], None]
+WARM_S = 61  # samples per node in the windows before timing: a full window (60) and one more
 
 
 def _messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "",
@@ -105,10 +107,24 @@ def features(model: str | None) -> dict[str, Any]:
             "window_samples": config.window_samples}
 
 
+def warm_up(detector: Detector, nodes: int) -> None:
+    """Fill every node's window with the ``WARM_S`` samples before the produced ones (sample times just before
+    theirs) and score them once, straight into the detector: it is then as a member is after its first
+    minutes, and what the bench times is that steady state, not windows filling and the hazard model's first
+    scoring of every node on half-full windows (one node at a time), which a member does once."""
+    now = time.time()
+    for data in _messages(WARM_S * nodes, nodes):
+        detector.on_sample(codec.decode_as(data, TelemetrySample), now)
+    if detector.hazard is not None:
+        detector.hazard.score(detector.windows, list(detector.windows), now)
+    detector.samples_seen = detector.gpu_samples_seen = 0
+
+
 def _detector_rate(broker: str, topics: tuple[str, str, str], n: int, tmp: str, group: str,
-                   model: str | None) -> tuple[float, int, float]:
+                   model: str | None, nodes: int) -> tuple[float, int, float]:
     transport = _kafka(broker)
     detector = _detector(transport, _store(tmp), model, SystemClock(), group, topics)
+    warm_up(detector, nodes)
     started = cpu_started = None
     deadline = time.monotonic() + 300
     while detector.samples_seen < n and time.monotonic() < deadline:
@@ -128,7 +144,7 @@ def _kafka(broker: str, compression: str | None = "zstd") -> KafkaTransport:
                           session_timeout_ms=6000, heartbeat_interval_ms=1000)
 
 
-def worker(broker: str, run: str, group: str, model: str, idle_s: float = 3.0) -> None:
+def worker(broker: str, run: str, group: str, model: str, nodes: int, idle_s: float = 3.0) -> None:
     """One detector group member for the two-process measurement; prints its count and timeline as JSON.
 
     ``timeline``: (time, messages so far) at the start of the step that brought the first messages and after
@@ -137,6 +153,7 @@ def worker(broker: str, run: str, group: str, model: str, idle_s: float = 3.0) -
     with tempfile.TemporaryDirectory() as tmp:
         transport = _kafka(broker)
         detector = _detector(transport, _store(tmp), model or None, SystemClock(), group, _topics(run))
+        warm_up(detector, nodes)
         timeline: list[tuple[float, int]] = []
         cpu = [0.0, 0.0]  # process CPU seconds at the first step that brought messages and after the last
         quiet_since = time.monotonic()
@@ -181,9 +198,11 @@ def group_rates(results: list[dict[str, Any]]) -> tuple[float, float]:
     return done / (end - start), span
 
 
-def _two_process_rate(broker: str, run: str, n: int, model: str | None) -> tuple[float, float, int, float]:
+def _two_process_rate(broker: str, run: str, n: int, model: str | None,
+                      nodes: int) -> tuple[float, float, int, float]:
     group = f"two-{uuid.uuid4().hex[:6]}"
-    procs = [subprocess.Popen([sys.executable, "-m", "sentinel.benchmarks.pipeline", broker, run, group, model or ""],
+    procs = [subprocess.Popen([sys.executable, "-m", "sentinel.benchmarks.pipeline", broker, run, group, model or "",
+                               str(nodes)],
                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
     results = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
     both, span = group_rates(results)
@@ -283,7 +302,7 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
     producer = _kafka(broker, compression)
     producer.ensure_topics({topics[0]: 4, topics[1]: 1, topics[2]: 1})
     say(f"producing {messages} node-messages to {topics[0]} (4 partitions)")
-    payload = _messages(messages, nodes)
+    payload = _messages(messages, nodes, first=WARM_S * nodes)  # after the samples that warm the windows up
     started = time.perf_counter()
     for i in range(0, len(payload), 2000):
         producer.publish_batch((topics[0], f"node-{(i + j) % nodes}", m) for j, m in enumerate(payload[i:i + 2000]))
@@ -293,9 +312,9 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
         say("bare kafka-python consume + decode")
         bare, cpu_bare = _bare_rate(broker, topics[0], messages)
         say("detector, one process")
-        detector, seen, cpu_one = _detector_rate(broker, topics, messages, tmp, f"one-{run}", model)
+        detector, seen, cpu_one = _detector_rate(broker, topics, messages, tmp, f"one-{run}", model, nodes)
         say("detector, two processes")
-        two, two_span, two_seen, cpu_two = _two_process_rate(broker, run, messages, model)
+        two, two_span, two_seen, cpu_two = _two_process_rate(broker, run, messages, model, nodes)
         say("live sample-to-finding latency")
         latencies = sorted(_latency(broker, tmp, model))
     say("memory per tracked GPU (full windows, every node scored)")
@@ -304,6 +323,7 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
         lambda q: None)
     return {
         "features": features(model), "compression": compression, "cpus": os.cpu_count(),
+        "warm_samples_per_node": WARM_S,
         "crc32c": _c_crc32c(),
         "messages": messages, "nodes": nodes, "gpus_per_message": 8, "produce_msgs_per_s": round(produce_rate),
         "bare_msgs_per_s": round(bare), "detector_msgs_per_s": round(detector), "detector_messages": seen,
@@ -352,6 +372,6 @@ def render_pipeline(r: dict[str, Any]) -> str:
             f"\ndetector state: {r['bytes_per_gpu']} bytes per tracked GPU (goal <= 4096)")
 
 
-if __name__ == "__main__":  # the two-process measurement's worker: python -m benchmarks.pipeline BROKER RUN GROUP
+if __name__ == "__main__":  # the two-process worker: python -m benchmarks.pipeline BROKER RUN GROUP MODEL NODES
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    worker(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4])
+    worker(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sentinel import codec
 from sentinel.benchmarks.pipeline import group_rates
+from sentinel.events import TelemetrySample
 from sentinel.models import persistence
 from sentinel.models.hazard import fit
 from tests.test_hazard import _synthetic
@@ -32,6 +34,7 @@ def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: st
     assert data["two_process_speedup"] > 0 and data["two_process_span_msgs_per_s"] > 0
     assert data["cpu_us_per_msg"]["one_process"] > 0 and data["cpu_us_per_msg"]["two_processes"] > 0
     assert data["features"]["host_anomaly"] is True and data["cpus"] >= 1
+    assert data["warm_samples_per_node"] == 61
     assert data["crc32c"] is True  # a dependency: kafka-python's pure-Python CRC-32C halved the consume rate
     assert "bench: producing" in result.stderr  # progress goes to stderr, results to stdout
 
@@ -46,3 +49,22 @@ def test_group_rate_counts_only_while_every_member_is_busy() -> None:
     assert span == 1500.0  # 6,000 messages over 4 s
     idle = {"count": 0, "first": None, "last": None, "timeline": []}
     assert group_rates([a, idle]) == (1000.0, 1000.0)  # a member that got nothing: the span of the other
+
+
+def test_the_detector_is_timed_with_full_windows_every_node_scored(tmp_path: Path) -> None:
+    """What the bench times is a member's steady state: the windows hold a full minute and the model scored
+    every node in the current slot, so the produced samples continue those series (later sample times)."""
+    from sentinel.benchmarks.pipeline import WARM_S, _detector, _messages, _store, warm_up
+    from sentinel.clock import ManualClock
+    from sentinel.transport.memory import MemoryTransport
+
+    model = persistence.save(fit(_synthetic(), horizon_s=3600.0, target_precision=0.95), tmp_path, "m1", "abc",
+                             "synthetic")
+    detector = _detector(MemoryTransport(), _store(str(tmp_path)), str(model), ManualClock(), "warm")
+    warm_up(detector, 20)
+    assert len(detector.windows) == 20 and detector.samples_seen == 0
+    assert all(w.count == WARM_S and w.count >= w.size for w in detector.windows.values())
+    assert detector.hazard is not None and set(detector.hazard.last_scored) == set(detector.windows)
+    last = max(w.last_ts for w in detector.windows.values())
+    first_timed = codec.decode_as(_messages(1, 20, first=WARM_S * 20)[0], TelemetrySample)
+    assert first_timed.ts > last
