@@ -5,8 +5,6 @@ Each fires once per episode (the window remembers what it reported) and cites it
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from sentinel.config import StragglerConfig
@@ -28,7 +26,6 @@ from sentinel.models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
 # IBTA's 10^-12 bit-error-rate bound: more than 120 symbol errors per hour is a pre-failure signal (domain.md);
 # a handful of errors in a short window is not a rate, so at least SYMBOL_MIN_COUNT must be seen.
 SYMBOL_MIN_COUNT = 10
-_UTIL, _CLOCK = operator.attrgetter("util_gpu_pct"), operator.attrgetter("sm_clock_mhz")
 # NVSentinel: link_error_recovery > 5/min is degradation.
 RECOVERY_PER_H = 300.0
 
@@ -83,22 +80,12 @@ def straggler_rule(window: NodeWindow, sample: TelemetrySample, config: Straggle
     (fail-slow; Minder, NSDI'25, and the Llama 3 report's stragglers). Alert only: the GPU still works, and the
     operator decides whether the job is better off without the node.
     """
-    if len(sample.gpus) < 2:  # no peers to lag behind (a CPU node, or one GPU)
+    busy = [g for g in sample.gpus if g.util_gpu_pct is not None and g.sm_clock_mhz is not None]
+    if len(busy) < 2 or _median([g.util_gpu_pct or 0.0 for g in busy]) < config.min_util_pct:
         window.slow_streak.clear()
         return []
-    utils, clocks = list(map(_UTIL, sample.gpus)), list(map(_CLOCK, sample.gpus))
-    try:  # every GPU has both readings (nearly every sample): judge them as read
-        busy_util, busy_clocks = _median(utils), _median(clocks)
-        busy = sample.gpus
-    except TypeError:  # some GPU lacks one: judge those that have both
-        busy = [g for g in sample.gpus if g.util_gpu_pct is not None and g.sm_clock_mhz is not None]
-        clocks = [g.sm_clock_mhz or 0.0 for g in busy]
-        busy_util = _median([g.util_gpu_pct or 0.0 for g in busy]) if busy else 0.0
-        busy_clocks = _median(clocks) if busy else 0.0
-    if len(busy) < 2 or busy_util < config.min_util_pct:
-        window.slow_streak.clear()
-        return []
-    if not window.slow_streak and not window.slow_reported and min(clocks) >= config.clock_ratio * busy_clocks:
+    clocks = [g.sm_clock_mhz or 0.0 for g in busy]
+    if not window.slow_streak and not window.slow_reported and min(clocks) >= config.clock_ratio * _median(clocks):
         return []  # nobody lags and no episode is open: the common case
     series = window.series(1)
     clock, util, power = series["sm_clock_mhz"][-1], series["util_pct"][-1], series["power_w"][-1]

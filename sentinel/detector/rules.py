@@ -8,8 +8,6 @@ so a replayed message yields the same id and the store ignores it.
 from __future__ import annotations
 
 import functools
-import itertools
-import math
 import operator
 import re
 import sys
@@ -39,9 +37,6 @@ from sentinel.events import (
 
 # NVML clock-event reasons (nvml.h): HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
 THERMAL_THROTTLE_MASK = 0x20 | 0x40
-_LOST = GpuState.LOST
-_STATE, _TEMP = operator.attrgetter("state"), operator.attrgetter("temp_c")
-_FATAL_ECC = operator.attrgetter("ecc_dbe_volatile", "row_remap_failure")
 _REMEMBERED = operator.attrgetter("index", "ecc_dbe_volatile", "row_remap_failure", "pci_bus_id")
 
 
@@ -77,16 +72,13 @@ def sample_rules(
     None: what ``remember`` kept in the window, read only when a GPU reports double-bit ECC or a remap failure."""
     out: list[Finding] = []
     lost = window.lost
-    gpus = sample.gpus
-    # Nearly every sample: no GPU lost now or before, no double-bit ECC, no remap failure (one pass in C).
-    if lost or _LOST in map(_STATE, gpus) or any(itertools.chain.from_iterable(map(_FATAL_ECC, gpus))):
-        for gpu in gpus:
-            if gpu.state is GpuState.LOST or (lost and gpu.index in lost):
-                out.extend(_gpu_lost(window, sample, gpu, now))
-            if gpu.row_remap_failure or gpu.ecc_dbe_volatile:  # only then is the previous reading needed
-                prev = previous.get(gpu.index) if previous is not None else _remembered(window, gpu.index)
-                if gpu.row_remap_failure or prev is None or prev.ecc_dbe_volatile != gpu.ecc_dbe_volatile:
-                    out.extend(_ecc_dbe(window, sample, gpu, now, prev))
+    for gpu in sample.gpus:
+        if gpu.state is GpuState.LOST or (lost and gpu.index in lost):
+            out.extend(_gpu_lost(window, sample, gpu, now))
+        if gpu.row_remap_failure or gpu.ecc_dbe_volatile:  # rare: only then is the previous reading needed
+            prev = previous.get(gpu.index) if previous is not None else _remembered(window, gpu.index)
+            if gpu.row_remap_failure or prev is None or prev.ecc_dbe_volatile != gpu.ecc_dbe_volatile:
+                out.extend(_ecc_dbe(window, sample, gpu, now, prev))
     out.extend(_thermal(window, sample, config, now))
     out.extend(counter_warnings(window, sample, now))
     out.extend(infiniband_rules(window, sample, now))
@@ -149,8 +141,10 @@ def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig
     runaway and will hit hardware slowdown and then shutdown (or fall off the bus) — drain it before that.
     """
     rule = config.thermal
-    if not window.hot_reported and not window.hot_warned and _hottest(sample.gpus) < rule.temp_c:
-        return []  # fast path, nearly every sample: nothing hot now, no episode open
+    if not window.hot_reported and not window.hot_warned and all(
+        g.temp_c is None or g.temp_c < rule.temp_c for g in sample.gpus
+    ):  # fast path, nearly every sample: nothing hot now, no episode open
+        return []
     out: list[Finding] = []
     now_temps = window.recent(window.temp_c, 1)[-1]
     with np.errstate(invalid="ignore"):
@@ -206,14 +200,6 @@ def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig
             )
         )
     return out
-
-
-def _hottest(gpus: list[GpuReading]) -> float:
-    """The highest temperature read on the node (GPUs without a reading left out; -inf when none has one)."""
-    temps = list(map(_TEMP, gpus))
-    if None in temps:
-        temps = [t for t in temps if t is not None]
-    return max(temps, default=-math.inf)
 
 
 _PCI = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})")
