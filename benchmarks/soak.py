@@ -1,9 +1,10 @@
 """``sentinel-bench soak --gpus 10000 --duration 1h``: the detector and the controller as shipped, for a long run.
 
-A simulated fleet (``gpus / 8`` nodes, one sample per node per ``--interval`` seconds, in real time) is produced to
-a tansu broker of its own; realistic background (per-GPU temperature and power offsets, noise, clock dips, sparse
-correctable-error and PCIe-replay counts) and, evenly spread after a warm-up, fatal faults: a node's GPU falls off
-the bus (an Xid 79 line on the log topic, then the GPU reported lost). ``sentinel detector`` and ``sentinel
+A simulated fleet (``gpus / 8`` nodes, one sample per node per ``--interval`` seconds, in real time, each the
+agent's whole sample: NVLinks, counter deltas, NICs, host) is produced to a tansu broker of its own; realistic
+background (per-GPU temperature and power offsets, noise, clock dips, sparse correctable-error and PCIe-replay
+counts) and, evenly spread after a warm-up, fatal faults: a node's GPU falls off the bus (an Xid 79 line on the
+log topic, then the GPU reported lost). ``sentinel detector`` and ``sentinel
 controller`` run as processes on a fresh store (PostgreSQL with ``--store``, else SQLite). Every 10 s: the RSS
 of each process, the detector's consumer lag, the store's size. At the end: samples produced vs processed
 (``samples_lost``), dead letters, and every injected fault vs the fatal findings stored for it.
@@ -30,13 +31,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 from sqlalchemy import select, text
 
 from sentinel import codec
 from sentinel.benchmarks.brokers import Tansu, free_port
+from sentinel.benchmarks.codec import sample_message
 from sentinel.benchmarks.stores import fresh_store
-from sentinel.events import GpuReading, GpuState, LogEvent, LogKind, Severity, TelemetrySample
+from sentinel.events import GpuState, LogEvent, LogKind, Severity
 from sentinel.store import schema as s
 from sentinel.store.engine import make_engine
 from sentinel.tables import render
@@ -63,6 +66,9 @@ class Fleet(threading.Thread):
         self.produced = 0
         self.injected: dict[str, float] = {}  # node -> epoch seconds of its fault
         self.errors = 0
+        # Each node's sample is the agent's (benchmarks.codec.sample_message: NVLinks, counter deltas, an
+        # InfiniBand port per GPU, Ethernet, host), with this fleet's readings in it.
+        self.template = sample_message()
 
     def run(self) -> None:
         from sentinel.transport.kafka import KafkaTransport
@@ -99,15 +105,16 @@ class Fleet(threading.Thread):
         self.ecc += self.rng.random((n, 8)) < 1e-4
         self.replay += self.rng.random((n, 8)) < 2e-4
         out: list[tuple[str, str, bytes]] = []
+        template = self.template
         for i, node in enumerate(self.names):
             lost = node in self.injected
-            gpus = [GpuReading(index=g, pci_bus_id=f"00000000:{0x18 + g:02X}:00.0",
-                               state=GpuState.LOST if lost and g == 0 else GpuState.OK,
-                               temp_c=None if lost and g == 0 else round(float(temp[i, g]), 1),
-                               power_w=round(float(power[i, g]), 1), sm_clock_mhz=float(clock[i, g]),
-                               util_gpu_pct=97.0, ecc_sbe_volatile=int(self.ecc[i, g]),
-                               ecc_dbe_volatile=0, pcie_replay=int(self.replay[i, g])) for g in range(8)]
-            out.append((TELEMETRY, node, codec.encode(TelemetrySample(node=node, ts=now, seq=tick + 1, gpus=gpus))))
+            gpus = [msgspec.structs.replace(
+                reading, state=GpuState.LOST if lost and g == 0 else GpuState.OK,
+                temp_c=None if lost and g == 0 else round(float(temp[i, g]), 1), power_w=round(float(power[i, g]), 1),
+                sm_clock_mhz=float(clock[i, g]), ecc_sbe_volatile=int(self.ecc[i, g]),
+                pcie_replay=int(self.replay[i, g])) for g, reading in enumerate(template.gpus)]
+            sample = msgspec.structs.replace(template, node=node, ts=now, seq=tick + 1, gpus=gpus)
+            out.append((TELEMETRY, node, codec.encode(sample)))
             if lost and abs(self.injected[node] - now) < 1e-9:
                 event = LogEvent(node=node, ts=now, kind=LogKind.XID, xid=79, pci_bus_id="0000:18:00",
                                  message="NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', GPU has fallen off the bus.")
