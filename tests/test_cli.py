@@ -152,9 +152,15 @@ def test_run_collects_this_host_and_records_it(tmp_path: Path) -> None:
 def test_bench_codec_reports_every_codec_as_json() -> None:
     result = _bench("codec", "--messages", "300", "--json")
     assert result.returncode == 0, result.stderr
-    codecs = json.loads(result.stdout)["codecs"]
+    data = json.loads(result.stdout)
+    codecs = data["codecs"]
     assert "msgspec-json (ours, validated)" in codecs
     assert all(v["decode_msgs_per_s"] > 0 for v in codecs.values())
+    # on the broker: each sample compressed alone (as agents send them) takes more than its share of a batch
+    wire = data["compression"]
+    assert wire["json+none"]["bytes_per_msg_alone"] == wire["json+none"]["bytes_per_msg"]
+    assert wire["json+gzip"]["bytes_per_msg"] < wire["json+gzip"]["bytes_per_msg_alone"] < wire["json+none"][
+        "bytes_per_msg"]
 
 
 def test_bench_agent_reports_the_cost_of_a_cycle_as_json() -> None:
