@@ -33,7 +33,7 @@ import threading
 import time
 import tracemalloc
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +60,18 @@ Progress = Callable[[str], None]
 WARM_S = 61  # samples per node in the windows before timing: a full window (60) and one more
 
 
+def _samples(n: int, nodes: int, ts: float | None = None, first: int = 0) -> Iterator[tuple[int, TelemetrySample]]:
+    """(k, sample) for k in first..first+n: node k % nodes, one sample per node and second of sample time."""
+    base = [sample_message(i + 1) for i in range(nodes)]
+    for k in range(first, first + n):
+        yield k, msgspec.structs.replace(base[k % nodes], ts=ts if ts is not None else 1.7e9 + k // nodes,
+                                         seq=k // nodes + 1)
+
+
 def _messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "",
               first: int = 0) -> list[bytes]:
-    base = [sample_message(i + 1) for i in range(nodes)]
     out = []
-    for k in range(first, first + n):
-        sample = base[k % nodes]
-        sample = msgspec.structs.replace(sample, ts=ts if ts is not None else 1.7e9 + k // nodes, seq=k // nodes + 1)
+    for k, sample in _samples(n, nodes, ts, first):
         if fault_every and k % fault_every == 0:
             lost = msgspec.structs.replace(sample.gpus[0], state=GpuState.LOST, temp_c=None)
             sample = msgspec.structs.replace(sample, node=f"lost{tag}-{k:07d}", gpus=[lost, *sample.gpus[1:]])
@@ -113,8 +118,8 @@ def warm_up(detector: Detector, nodes: int) -> None:
     minutes, and what the bench times is that steady state, not windows filling and the hazard model's first
     scoring of every node on half-full windows (one node at a time), which a member does once."""
     now = time.time()
-    for data in _messages(WARM_S * nodes, nodes):
-        detector.on_sample(codec.decode_as(data, TelemetrySample), now)
+    for _, sample in _samples(WARM_S * nodes, nodes):
+        detector.on_sample(sample, now)
     if detector.hazard is not None:
         detector.hazard.score(detector.windows, list(detector.windows), now)
     detector.samples_seen = detector.gpu_samples_seen = 0
