@@ -45,6 +45,7 @@ from sentinel.clock import Clock, ManualClock, SystemClock
 from sentinel.config import DetectorConfig, from_mapping
 from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.host_anomaly import HostAnomaly
+from sentinel.detector.sample_view import SampleView, view_of
 from sentinel.detector.service import Detector, relax_gc
 from sentinel.events import Finding, GpuState, TelemetrySample
 from sentinel.metrics import Metrics
@@ -66,6 +67,13 @@ def _samples(n: int, nodes: int, ts: float | None = None, first: int = 0) -> Ite
     for k in range(first, first + n):
         yield k, msgspec.structs.replace(base[k % nodes], ts=ts if ts is not None else 1.7e9 + k // nodes,
                                          seq=k // nodes + 1)
+
+
+def _views(n: int, nodes: int) -> Iterator[SampleView]:
+    """What the detector decodes of ``_samples(n, nodes)`` (the same times), built once per node."""
+    base = [view_of(sample_message(i + 1)) for i in range(nodes)]
+    for k in range(n):
+        yield msgspec.structs.replace(base[k % nodes], ts=1.7e9 + k // nodes)
 
 
 def _messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "",
@@ -118,7 +126,7 @@ def warm_up(detector: Detector, nodes: int) -> None:
     minutes, and what the bench times is that steady state, not windows filling and the hazard model's first
     scoring of every node on half-full windows (one node at a time), which a member does once."""
     now = time.time()
-    for _, sample in _samples(WARM_S * nodes, nodes):
+    for sample in _views(WARM_S * nodes, nodes):
         detector.on_sample(sample, now)
     if detector.hazard is not None:
         detector.hazard.score(detector.windows, list(detector.windows), now)

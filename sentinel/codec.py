@@ -8,7 +8,7 @@ and constraints (finite numbers, name patterns, ranges) and the schema version; 
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -45,7 +45,25 @@ def decode_as(data: bytes, kind: type[R]) -> R:
     return record
 
 
-def _checked(decoder: msgspec.json.Decoder, data: bytes) -> WireRecord:
+class Projection(Generic[R]):
+    """Decodes a projection of one record type: a tagged Struct with the record's tag, ``v`` and a subset of its
+    fields under the same names and constraints (e.g. ``detector.sample_view.SampleView``). Fields it does not
+    name are skipped without building objects; the same checks as ``decode_as`` apply to the rest. ``other``: any
+    second tagged record type, so that the tag is required (a tagged Struct decoded alone accepts a message
+    without one)."""
+
+    def __init__(self, kind: type[R], other: type[msgspec.Struct]) -> None:
+        self.kind = kind
+        self._decoder = msgspec.json.Decoder(kind | other)  # type: ignore[operator]
+
+    def decode(self, data: bytes) -> R:
+        record = _checked(self._decoder, data)
+        if not isinstance(record, self.kind):
+            raise CodecError(f"expected a {self.kind.__name__} record, got {type(record).__name__}")
+        return record
+
+
+def _checked(decoder: msgspec.json.Decoder, data: bytes) -> Any:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CodecError(f"expected bytes, got {type(data).__name__}")
     if len(data) > MAX_MESSAGE_BYTES:

@@ -6,6 +6,7 @@ import pytest
 
 from sentinel.config import DetectorConfig, from_mapping
 from sentinel.detector.rules import pci_key, sample_rules, xid_rule
+from sentinel.detector.sample_view import view_of
 from sentinel.detector.windows import NodeWindow
 from sentinel.detector.xid import CATALOG, classify
 from sentinel.events import GpuReading, GpuState, LogEvent, LogKind, Recommendation, Severity, TelemetrySample
@@ -15,7 +16,7 @@ CFG: DetectorConfig = from_mapping({}).detector
 
 def _run(samples: list[TelemetrySample], cfg: DetectorConfig = CFG) -> list:
     window, previous, found = NodeWindow(cfg.window_samples), {}, []
-    for sample in samples:
+    for sample in map(view_of, samples):
         window.push(sample)
         found += sample_rules(window, sample, cfg, sample.ts, previous)
         previous = {g.index: g for g in sample.gpus}

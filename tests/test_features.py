@@ -9,6 +9,7 @@ import pytest
 
 from sentinel.counters import counter_increase, rate_per_h
 from sentinel.detector.hazard_scoring import stack_series
+from sentinel.detector.sample_view import view_of
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import GpuReading, GpuState, NicReading, NvLinkReading, TelemetrySample
 from sentinel.models.features import (
@@ -155,9 +156,9 @@ def test_the_window_series_feeds_the_features_in_time_order() -> None:
     nic = {"symbol_error": 0, "link_error_recovery": 0, "link_downed": 0}
     for k in range(5):
         ib = NicReading(name="mlx5_0/1", link_layer="InfiniBand", counters={**nic, "symbol_error": 10 * k})
-        window.push(TelemetrySample(node="n1", ts=60.0 * k, gpus=[_reading(0, 50.0 + k, 2 * k, crc=k),
+        window.push(view_of(TelemetrySample(node="n1", ts=60.0 * k, gpus=[_reading(0, 50.0 + k, 2 * k, crc=k),
                                                                    GpuReading(index=1, state=GpuState.LOST)],
-                                    nics=[ib]))
+                                    nics=[ib])))
     series = window.series()
     assert series["ts"].tolist() == [120.0, 180.0, 240.0]
     assert series["temp_c"][:, 0].tolist() == [52.0, 53.0, 54.0]
@@ -185,7 +186,8 @@ def test_windows_stacked_on_their_own_times_give_each_window_its_own_features() 
                 gpus[2] = GpuReading(index=2, state=GpuState.LOST)
             ib = NicReading(name="mlx5_0/1", link_layer="infiniband",
                             counters={"symbol_error": 7 * k * n, "link_error_recovery": k // 3, "link_downed": 0})
-            window.push(TelemetrySample(node=f"n{n}", ts=1000.0 * n + 13.0 * k + 0.1 * n * k, gpus=gpus, nics=[ib]))
+            ts = 1000.0 * n + 13.0 * k + 0.1 * n * k
+            window.push(view_of(TelemetrySample(node=f"n{n}", ts=ts, gpus=gpus, nics=[ib])))
         window.note_xid(1, 63, window.last_ts - 100.0 * n)
         windows.append(window)
     series = stack_series(windows)

@@ -10,6 +10,7 @@ import pytest
 
 from sentinel.config import from_mapping
 from sentinel.detector.hazard_scoring import HazardScorer
+from sentinel.detector.sample_view import view_of
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import ConfigError
 from sentinel.events import FindingClass, GpuReading, Recommendation, Severity, TelemetrySample
@@ -124,7 +125,7 @@ def _score_rising_ecc(model: HazardModel, pending_from: int | None, alert_consec
         gpus = [GpuReading(index=i, temp_c=60.0, power_w=500.0, sm_clock_mhz=1980.0, util_gpu_pct=90.0,
                            ecc_sbe_volatile=(30 * k if i == 1 and k >= 20 else 0),
                            row_remap_pending=pending and i == 1) for i in range(2)]
-        window.push(TelemetrySample(node="n1", ts=10.0 * k, gpus=gpus))
+        window.push(view_of(TelemetrySample(node="n1", ts=10.0 * k, gpus=gpus)))
         findings += scorer.score({"n1": window}, ["n1"], 10.0 * k)
     return [f for f in findings if f.kind is FindingClass.PREDICTED_FAILURE]
 
@@ -164,7 +165,7 @@ def test_the_scorer_keeps_each_gpus_deviation_baseline_across_scorings(model: Ha
     for k in range(20):
         gpus = [GpuReading(index=i, temp_c=66.0 if i == 2 else 60.0, power_w=530.0 if i == 2 else 500.0,
                            sm_clock_mhz=1980.0, util_gpu_pct=90.0, ecc_sbe_volatile=0) for i in range(3)]
-        window.push(TelemetrySample(node="n1", ts=10.0 * k, gpus=gpus))
+        window.push(view_of(TelemetrySample(node="n1", ts=10.0 * k, gpus=gpus)))
         scorer.score({"n1": window}, ["n1"], 10.0 * k)
     baseline = scorer.baselines["n1"]
     # GPU 2 always runs 6 C and 30 W above the median of its peers: that is its baseline, not an excess

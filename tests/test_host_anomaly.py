@@ -15,6 +15,7 @@ from sentinel.config_detector import HostAnomalyConfig
 from sentinel.daemon import Pipeline, build_pipeline
 from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.host_rows import HOST_METRICS, RowBuilder, RowRing
+from sentinel.detector.sample_view import view_of
 from sentinel.errors import ConfigError
 from sentinel.events import FindingClass, HostReading, NicReading, Recommendation, TelemetrySample
 from sentinel.metrics import Metrics
@@ -100,11 +101,11 @@ def test_a_restarted_detector_resumes_fitted_and_still_finds_the_break(repo: Rep
 def test_rows_average_each_interval_and_turn_byte_counters_into_rates() -> None:
     builder = RowBuilder(60.0)
     nic = [NicReading(name="eth0", counters={"rx_bytes": 0, "tx_bytes": 0})]
-    assert builder.add(TelemetrySample(node="n", ts=0.0, host=HostReading(load1=1.0), nics=nic)) is None
+    assert builder.add(view_of(TelemetrySample(node="n", ts=0.0, host=HostReading(load1=1.0), nics=nic))) is None
     nic = [NicReading(name="eth0", counters={"rx_bytes": 3000, "tx_bytes": 600}),
            NicReading(name="mlx5_0/1", link_layer="infiniband", counters={"port_xmit_data": 0})]
-    assert builder.add(TelemetrySample(node="n", ts=30.0, host=HostReading(load1=3.0), nics=nic)) is None
-    closed = builder.add(TelemetrySample(node="n", ts=61.0, host=HostReading(load1=9.0)))
+    assert builder.add(view_of(TelemetrySample(node="n", ts=30.0, host=HostReading(load1=3.0), nics=nic))) is None
+    closed = builder.add(view_of(TelemetrySample(node="n", ts=61.0, host=HostReading(load1=9.0))))
     assert closed is not None
     end, row = closed
     assert end == 60.0 and row[HOST_METRICS.index("load1")] == 2.0
@@ -125,7 +126,7 @@ def test_a_node_without_the_host_collector_is_never_fitted_nor_saved(tmp_path: P
     for minute in range(180):  # NIC counters alone (simulated fleets) do not make a host model
         nic = NicReading(name="mlx5_0/1", link_layer="infiniband", counters={"port_xmit_data": 1000 * minute})
         sample = TelemetrySample(node="bare", ts=60.0 * minute, nics=[nic])
-        assert host.observe(sample, now=60.0 * minute) == []
+        assert host.observe(view_of(sample), now=60.0 * minute) == []
     assert host.nodes["bare"].fit is None and len(host.nodes["bare"].history) == 0
     assert list(tmp_path.iterdir()) == []
 
@@ -142,7 +143,7 @@ def test_on_noise_alone_the_alert_rate_stays_near_the_budget_of_one_per_node_day
     alerts = 0
     for minute in range(1, days * 1440 + 1):
         for node in nodes:
-            alerts += len(host.observe(_sample(node, 60.0 * minute, rng), now=60.0 * minute))
+            alerts += len(host.observe(view_of(_sample(node, 60.0 * minute, rng)), now=60.0 * minute))
     assert all(host.nodes[n].fit is not None for n in nodes)
     assert alerts / (len(nodes) * (days - 1)) < 2.0  # fitted for the last two days
 
@@ -153,10 +154,10 @@ def test_rows_replayed_to_a_restarted_detector_are_not_added_to_the_saved_histor
     samples = [_sample("n", 60.0 * minute, rng) for minute in range(1, 150)]
     before = HostAnomaly.from_config(config)
     for sample in samples:
-        before.observe(sample, now=sample.ts)
+        before.observe(view_of(sample), now=sample.ts)
     saved_rows = before.kept("n")
     assert before.nodes["n"].fit is not None and saved_rows >= 120
     after = HostAnomaly.from_config(config)
     for sample in samples[-30:]:  # a partition handed over: the last messages are read again
-        after.observe(sample, now=sample.ts)
+        after.observe(view_of(sample), now=sample.ts)
     np.testing.assert_array_equal(after.rows("n"), before.rows("n"))

@@ -6,6 +6,7 @@ import pytest
 
 from sentinel.collectors.slurm_jobs import SlurmJobs
 from sentinel.detector.peers import PeerComparison
+from sentinel.detector.sample_view import view_of
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CollectorError
 from sentinel.events import FindingClass, GpuReading, Recommendation, TelemetrySample
@@ -25,7 +26,7 @@ def _run(hot_from: float, nodes: int = 6, steps: int = 40, jobs: list[str] | Non
         for j, node in enumerate(names):
             temp = 65.0 + 0.3 * j + (12.0 if node == "n2" and t >= hot_from else 0.0)
             sample = _sample(node, t, temp, jobs if jobs is not None else ["job-7"])
-            windows.setdefault(node, NodeWindow(10, 4)).push(sample)
+            windows.setdefault(node, NodeWindow(10, 4)).push(view_of(sample))
             peers.observe(node, sample.jobs)
         found += peers.evaluate(windows, names, t)
     return found

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sentinel.counters import counter_deltas
+from sentinel.detector.sample_view import SampleView, view_of
 from sentinel.detector.windows import NodeWindow, counter_delta
 from sentinel.events import GpuReading, GpuState, TelemetrySample
 
@@ -17,8 +18,9 @@ counter_reads = st.none() | st.integers(min_value=0, max_value=2**64 - 1)
 temperatures = st.floats(min_value=-40.0, max_value=130.0, allow_nan=False)
 
 
-def sample(ts: float, *gpus: GpuReading) -> TelemetrySample:
-    return TelemetrySample(node="gpu-01", ts=ts, gpus=list(gpus))
+def sample(ts: float, *gpus: GpuReading) -> SampleView:
+    """What the detector decodes of a sample with these GPUs."""
+    return view_of(TelemetrySample(node="gpu-01", ts=ts, gpus=list(gpus)))
 
 
 def hot(index: int, temp_c: float | None, throttle: int | None = None) -> GpuReading:
@@ -288,10 +290,10 @@ def test_infiniband_counters_are_summed_over_the_ports_that_have_them() -> None:
                 NicReading(name="eth0", link_layer="ethernet", counters={"symbol_error": 100})]
 
     window = NodeWindow(4, gpus=1)
-    window.push(TelemetrySample(node="n", ts=1.0, gpus=[hot(0, 50.0)], nics=ib(1, None)))
-    window.push(TelemetrySample(node="n", ts=2.0, gpus=[hot(0, 50.0)], nics=ib(1, 4)))
+    window.push(view_of(TelemetrySample(node="n", ts=1.0, gpus=[hot(0, 50.0)], nics=ib(1, None))))
+    window.push(view_of(TelemetrySample(node="n", ts=2.0, gpus=[hot(0, 50.0)], nics=ib(1, 4))))
     assert not window.ib_moved  # a counter that appears is not a rise
-    window.push(TelemetrySample(node="n", ts=3.0, gpus=[hot(0, 50.0)], nics=ib(3, 4)))
+    window.push(view_of(TelemetrySample(node="n", ts=3.0, gpus=[hot(0, 50.0)], nics=ib(3, 4))))
     assert window.ib_moved
     series = window.series()
     assert series["ib_symbol_error"].tolist() == [3.0, 3.0, 5.0]

@@ -19,8 +19,9 @@ import numpy as np
 
 from sentinel.counters import rate_per_h
 from sentinel.detector.findings import make_finding
+from sentinel.detector.sample_view import SampleView
 from sentinel.detector.windows import GPU_FIELDS, NodeWindow
-from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity, TelemetrySample
+from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
 
 RATE_WINDOW_S = 60.0
 PCIE_REPLAYS_PER_MIN = 8.0  # DCGM
@@ -28,7 +29,7 @@ NVLINK_CRC_PER_S = 100.0  # DCGM
 _PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink_crc", "remap_pending"))
 
 
-def counter_warnings(window: NodeWindow, sample: TelemetrySample, now: float) -> list[Finding]:
+def counter_warnings(window: NodeWindow, sample: SampleView, now: float) -> list[Finding]:
     if window.count < 2:
         return []
     if not window.counters_moved and not window.counter_reported:
@@ -48,7 +49,7 @@ def counter_warnings(window: NodeWindow, sample: TelemetrySample, now: float) ->
     return out
 
 
-def _episodes(window: NodeWindow, sample: TelemetrySample, now: float, rule: str, kind: FindingClass,
+def _episodes(window: NodeWindow, sample: SampleView, now: float, rule: str, kind: FindingClass,
               value: np.ndarray, limit: float, what: str) -> list[Finding]:
     out: list[Finding] = []
     for gpu in range(len(value)):

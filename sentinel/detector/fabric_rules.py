@@ -10,15 +10,14 @@ import numpy as np
 from sentinel.config import StragglerConfig
 from sentinel.counters import rate_per_h
 from sentinel.detector.findings import make_finding
+from sentinel.detector.sample_view import GpuView, SampleView
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import (
     EvidenceValue,
     Finding,
     FindingClass,
-    GpuReading,
     Recommendation,
     Severity,
-    TelemetrySample,
 )
 from sentinel.models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
 
@@ -30,7 +29,7 @@ SYMBOL_MIN_COUNT = 10
 RECOVERY_PER_H = 300.0
 
 
-def infiniband_rules(window: NodeWindow, sample: TelemetrySample, now: float) -> list[Finding]:
+def infiniband_rules(window: NodeWindow, sample: SampleView, now: float) -> list[Finding]:
     if window.count < 2 or (not window.ib_moved and not window.ib_rate_reported):
         return []  # no InfiniBand counter rose and no episode is open: the common case (noted by the push)
     before, last = window.recent(window.node, 2)
@@ -72,7 +71,7 @@ def infiniband_rules(window: NodeWindow, sample: TelemetrySample, now: float) ->
     return out
 
 
-def straggler_rule(window: NodeWindow, sample: TelemetrySample, config: StragglerConfig,
+def straggler_rule(window: NodeWindow, sample: SampleView, config: StragglerConfig,
                    now: float) -> list[Finding]:
     """A busy GPU whose SM clock lags its node peers' median for ``sustain_samples`` samples in a row.
 
@@ -118,7 +117,7 @@ def straggler_rule(window: NodeWindow, sample: TelemetrySample, config: Straggle
     return out
 
 
-def peer_clock_now(busy: list[GpuReading]) -> float:
+def peer_clock_now(busy: list[GpuView]) -> float:
     return float(_median([g.sm_clock_mhz or 0.0 for g in busy]))
 
 

@@ -28,7 +28,8 @@ from sentinel.config_detector import HostAnomalyConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.host_anomaly_state import HostFit, HostStateFiles
 from sentinel.detector.host_rows import HOST_METRICS, HOST_READING_METRICS, RowBuilder, RowRing
-from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity, TelemetrySample
+from sentinel.detector.sample_view import SampleView
+from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
 from sentinel.models.server_alerts import budget_threshold
 from sentinel.models.server_anomaly import EwmaState, ServerAnomalyModel, calibration_scores
 
@@ -66,7 +67,7 @@ class HostAnomaly:
     def from_config(cls, config: HostAnomalyConfig) -> HostAnomaly:
         return cls(config, HostStateFiles(config.state_dir, config.interval_s) if config.state_dir else None)
 
-    def observe(self, sample: TelemetrySample, now: float) -> list[Finding]:
+    def observe(self, sample: SampleView, now: float) -> list[Finding]:
         """Take one node's sample (time order per node); return a finding when a closed row is anomalous."""
         node = self.nodes.get(sample.node) or self._start(sample.node)
         closed = node.builder.add(sample)

@@ -15,21 +15,21 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sentinel.events import TelemetrySample
+from sentinel.detector.sample_view import SampleView
 
 HOST_METRICS = ("load1", "load5", "cpu_util_pct", "mem_used_pct", "disk_used_pct", "net_rx_bytes_per_s",
                 "net_tx_bytes_per_s")
 HOST_READING_METRICS = 5  # the first five come from the host collector; a row without any of them is not kept
-# bytes per unit of each receive / transmit counter: Ethernet statistics count bytes, InfiniBand 4-byte words
-RX_COUNTERS = {"rx_bytes": 1, "port_rcv_data": 4}
-TX_COUNTERS = {"tx_bytes": 1, "port_xmit_data": 4}
+# Network bytes: Ethernet statistics count bytes (rx_bytes, tx_bytes), InfiniBand port_rcv_data and port_xmit_data
+# count 4-byte words.
+IB_WORD_BYTES = 4
 Row = npt.NDArray[np.float64]
 _NAN = math.nan
 _INFINITE = (math.inf, -math.inf)
 SAMPLES_PER_ROW = 6  # samples averaged into a row at most (one every interval_s / 6 of sample time)
 
 
-def sample_values(sample: TelemetrySample) -> tuple[list[float], tuple[float, float] | None]:
+def sample_values(sample: SampleView) -> tuple[list[float], tuple[float, float] | None]:
     """The sample's host metrics (NaN where absent; network rates NaN: they need the previous sample) and its
     byte totals. Plain floats: this runs on every sample, numpy only once a row closes."""
     values = [_NAN] * len(HOST_METRICS)
@@ -40,17 +40,15 @@ def sample_values(sample: TelemetrySample) -> tuple[list[float], tuple[float, fl
         for i, value in enumerate((host.load1, host.load5, host.cpu_util_pct, mem, host.disk_used_pct)):
             if value is not None:
                 values[i] = float(value)
-    rx = tx = 0.0
+    rx = tx = 0
     counted = False
     for nic in sample.nics:
         if nic.link_layer == "loopback" or nic.name == "lo":
             continue
         counted = True
-        counters = nic.counters
-        for key, unit in RX_COUNTERS.items():
-            rx += counters.get(key, 0) * unit
-        for key, unit in TX_COUNTERS.items():
-            tx += counters.get(key, 0) * unit
+        c = nic.counters
+        rx += (c.rx_bytes or 0) + IB_WORD_BYTES * (c.port_rcv_data or 0)
+        tx += (c.tx_bytes or 0) + IB_WORD_BYTES * (c.port_xmit_data or 0)
     return values, ((float(rx), float(tx)) if counted else None)
 
 
@@ -65,7 +63,7 @@ class RowBuilder:
     net: tuple[float, float, float] | None = None  # (ts, rx bytes, tx bytes) of the previous sample taken
     taken_ts: float = -math.inf  # time of the last sample taken into a row
 
-    def add(self, sample: TelemetrySample) -> tuple[float, Row] | None:
+    def add(self, sample: SampleView) -> tuple[float, Row] | None:
         """Take one sample (time order); return ``(row end ts, row)`` when it closes the previous interval.
 
         A row averages at most SAMPLES_PER_ROW samples, spread over its interval: the detector sees every node

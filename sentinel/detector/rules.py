@@ -20,19 +20,18 @@ from sentinel.config import DetectorConfig
 from sentinel.detector.counter_rules import counter_warnings
 from sentinel.detector.fabric_rules import infiniband_rules, straggler_rule
 from sentinel.detector.findings import make_finding
+from sentinel.detector.sample_view import GpuView, SampleView
 from sentinel.detector.windows import NodeWindow, counter_delta
 from sentinel.detector.xid import classify
 from sentinel.events import (
     EvidenceValue,
     Finding,
     FindingClass,
-    GpuReading,
     GpuState,
     LogEvent,
     LogKind,
     Recommendation,
     Severity,
-    TelemetrySample,
 )
 
 # NVML clock-event reasons (nvml.h): HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
@@ -65,8 +64,8 @@ def xid_rule(event: LogEvent, now: float, gpu_index: int | None) -> Finding | No
 
 
 def sample_rules(
-    window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float,
-    previous: Mapping[int, GpuReading | LastReading] | None = None,
+    window: NodeWindow, sample: SampleView, config: DetectorConfig, now: float,
+    previous: Mapping[int, GpuView | LastReading] | None = None,
 ) -> list[Finding]:
     """Rules over one new sample (already pushed into ``window``). ``previous`` holds each GPU's last reading;
     None: what ``remember`` kept in the window, read only when a GPU reports double-bit ECC or a remap failure."""
@@ -86,7 +85,7 @@ def sample_rules(
     return out
 
 
-def _gpu_lost(window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now: float) -> list[Finding]:
+def _gpu_lost(window: NodeWindow, sample: SampleView, gpu: GpuView, now: float) -> list[Finding]:
     # NVML_ERROR_GPU_IS_LOST is what the driver reports after Xid 79 (fallen off the bus): reboot node.
     if gpu.state is not GpuState.LOST:
         window.lost.discard(gpu.index)
@@ -112,7 +111,7 @@ def _gpu_lost(window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now:
 
 
 def _ecc_dbe(
-    window: NodeWindow, sample: TelemetrySample, gpu: GpuReading, now: float, prev: GpuReading | LastReading | None
+    window: NodeWindow, sample: SampleView, gpu: GpuView, now: float, prev: GpuView | LastReading | None
 ) -> list[Finding]:
     # Azure healthagent: volatile double-bit ECC > 0 is an error; any increase means uncorrectable memory errors.
     out: list[Finding] = []
@@ -128,13 +127,13 @@ def _ecc_dbe(
     return out
 
 
-def _fatal_ecc(rule: str, sample: TelemetrySample, gpu: int, now: float, summary: str,
+def _fatal_ecc(rule: str, sample: SampleView, gpu: int, now: float, summary: str,
                evidence: dict[str, EvidenceValue]) -> Finding:
     return make_finding(rule, FindingClass.GPU_ECC, sample.node, now, sample.ts, Severity.FATAL, Recommendation.DRAIN,
                     1.0, summary, gpu, evidence)
 
 
-def _thermal(window: NodeWindow, sample: TelemetrySample, config: DetectorConfig, now: float) -> list[Finding]:
+def _thermal(window: NodeWindow, sample: SampleView, config: DetectorConfig, now: float) -> list[Finding]:
     """Sustained over-temperature: ``sustain_samples`` consecutive readings at or above ``temp_c``.
 
     Default 93 C from Azure healthagent's warning threshold; a GPU that sits there while climbing is in thermal
@@ -213,7 +212,7 @@ class LastReading(NamedTuple):
     pci: str | None  # pci_key of its bus id (interned: the same few ids on every node)
 
 
-def remember(window: NodeWindow, sample: TelemetrySample) -> None:
+def remember(window: NodeWindow, sample: SampleView) -> None:
     """Keep what the rules need of this sample's GPUs for the next one: (index, double-bit ECC, remap failure,
     PCI bus id) per GPU, as plain tuples (the decoded readings would cost 4 KB per GPU)."""
     window.last_key = tuple(map(_REMEMBERED, sample.gpus))

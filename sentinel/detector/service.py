@@ -1,8 +1,9 @@
 """The detector service: telemetry and log topics in, findings out.
 
-Per poll: decode each message (bad ones become dead letters), push samples into per-node windows, run the
-rules, record the nodes and GPUs seen, publish findings keyed by node, then commit the offsets — after the
-effects, so a crash replays rather than loses (findings have stable ids; the store ignores repeats).
+Per poll: decode each message (telemetry as the detector's view of it, ``sample_view``; bad ones become dead
+letters), push samples into per-node windows, run the rules, record the nodes and GPUs seen (whole samples),
+publish findings keyed by node, then commit the offsets — after the effects, so a crash replays rather than loses
+(findings have stable ids; the store ignores repeats).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.log_rules import dedup_key, log_rule
 from sentinel.detector.peers import PeerComparison
 from sentinel.detector.rules import gpus_by_pci, pci_key, remember, sample_rules, xid_rule
+from sentinel.detector.sample_view import SampleView, decode_view
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
 from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
@@ -121,19 +123,21 @@ class Detector:
         for message in messages:
             consumed[message.topic] = consumed.get(message.topic, 0) + 1
             record = self._decode(message, now)
-            if self.known and isinstance(record, (TelemetrySample, LogEvent)) and record.node not in self.known:
+            if self.known and record is not None and record.node not in self.known:
                 if not message.replay:  # a name the scheduler does not manage: invented, or a misnamed agent
                     self.dead_letters.add(message, f"node {record.node!r} is not managed by the scheduler "
                                           "(agent.node must be the scheduler's node name)", now)
                 continue
-            if isinstance(record, TelemetrySample):
+            if isinstance(record, SampleView):
                 found = self.on_sample(record, now)
                 if not message.replay:
                     findings.extend(found)
                     live_nodes.append(record.node)
                     if record.ts - self.recorded_ts.get(record.node, -1e18) >= self.config.record_interval_s:
-                        self.recorded_ts[record.node] = record.ts
-                        samples.append(record)
+                        whole = self._whole(message, now)
+                        if whole is not None:
+                            self.recorded_ts[record.node] = record.ts
+                            samples.append(whole)
             elif isinstance(record, LogEvent) and not message.replay:
                 finding = self.on_log(record, now)
                 if finding is not None:
@@ -170,14 +174,23 @@ class Detector:
             if finding.severity in RISKY:
                 self.metrics.set_node_risk(finding.node, finding.confidence, now)
 
-    def _decode(self, message: Message, now: float) -> TelemetrySample | LogEvent | None:
-        kind: type[TelemetrySample] | type[LogEvent] = (TelemetrySample if message.topic == self.telemetry_topic
-                                                         else LogEvent)
+    def _decode(self, message: Message, now: float) -> SampleView | LogEvent | None:
         try:
-            return codec.decode_as(message.value, kind)
+            if message.topic == self.telemetry_topic:
+                return decode_view(message.value)
+            return codec.decode_as(message.value, LogEvent)
         except CodecError as exc:
             if not message.replay:  # a replayed message was dead-lettered when it was live
                 self.dead_letters.add(message, exc.reason, now)
+            return None
+
+    def _whole(self, message: Message, now: float) -> TelemetrySample | None:
+        """The whole sample, validated, to be recorded; an invalid one (in a field the detector's view skips) is
+        dead-lettered: it was judged on the fields the view read, and is kept with its reason."""
+        try:
+            return codec.decode_as(message.value, TelemetrySample)
+        except CodecError as exc:
+            self.dead_letters.add(message, exc.reason, now)
             return None
 
     def run(self, stop: threading.Event, notify: Callable[[str], None] | None = None) -> None:
@@ -197,7 +210,7 @@ class Detector:
             heap.maybe()
             heartbeat.beat()
 
-    def on_sample(self, sample: TelemetrySample, now: float) -> list[Finding]:
+    def on_sample(self, sample: SampleView, now: float) -> list[Finding]:
         window = self.windows.get(sample.node)
         if window is None:
             window = self.windows[sample.node] = NodeWindow(self.config.window_samples, max(len(sample.gpus), 1))

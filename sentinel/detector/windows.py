@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from sentinel.counters import counter_delta
-from sentinel.events import GpuReading, GpuState, NicReading, TelemetrySample
+from sentinel.detector.sample_view import GpuView, NicView, SampleView
+from sentinel.events import GpuState
 from sentinel.models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
 
 __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
@@ -44,8 +45,9 @@ assert GPU_FIELDS[_COUNTERS] == ("ecc_sbe", "pcie_replay", "nvlink_crc")
 _EXACT = float(2**24)  # float32 holds every integer up to here
 STAGED = 8  # pushes kept as C doubles before they go into the rings in one numpy pass
 _NAN = math.nan
-_IB_NAMES = tuple(name.removeprefix("ib_") for name in IB_COUNTERS)
-_IB_SET, _IB_GET = frozenset(_IB_NAMES), tuple(operator.itemgetter(name) for name in _IB_NAMES)
+_IB_READ = operator.attrgetter(*(name.removeprefix("ib_") for name in IB_COUNTERS))
+_NO_IB = (None,) * len(IB_COUNTERS)
+_IB_NONE = [_NAN] * len(IB_COUNTERS)
 
 
 def _crc_sum(links: list[Any]) -> float:
@@ -61,19 +63,19 @@ def _in_order(width: int) -> tuple[int, ...]:
     return tuple(range(width))
 
 
-def _infiniband(nics: list[NicReading]) -> list[float]:
+def _infiniband(nics: list[NicView]) -> list[float]:
     """IB_COUNTERS summed over the node's InfiniBand ports that have any of them (NaN: none has the counter;
     IPoIB interfaces are of the infiniband link layer too, and have none)."""
-    ports = [counters for nic in nics
+    ports = [values for nic in nics
              if (nic.link_layer == "infiniband" or nic.link_layer.lower() == "infiniband")
-             and not (counters := nic.counters).keys().isdisjoint(_IB_SET)]
+             and (values := _IB_READ(nic.counters)) != _NO_IB]
     if not ports:
-        return [_NAN] * len(_IB_NAMES)
+        return _IB_NONE.copy()
     try:
-        return [sum(map(get, ports)) for get in _IB_GET]
-    except KeyError:  # a port without one of them: sum the ports that have it
-        return [sum(values) if (values := [counters[name] for counters in ports if name in counters]) else _NAN
-                for name in _IB_NAMES]
+        return [sum(column) for column in zip(*ports, strict=True)]
+    except TypeError:  # a port without one of them: sum the ports that have it
+        return [sum(v for v in column if v is not None) if column.count(None) < len(column) else _NAN
+                for column in zip(*ports, strict=True)]
 
 
 class NodeWindow:
@@ -154,7 +156,7 @@ class NodeWindow:
             self._base = np.hstack([self._base, np.zeros((len(GPU_FIELDS), grow))])
             self._throttle = np.hstack([self._throttle, np.zeros((self.size, grow), dtype=np.int64)])
 
-    def push(self, sample: TelemetrySample) -> None:
+    def push(self, sample: SampleView) -> None:
         gpus = sample.gpus
         width = self._gpu.shape[2]
         if (len(gpus) == width and _LOST not in list(map(_STATE, gpus))
@@ -194,7 +196,7 @@ class NodeWindow:
         if self._pending >= min(STAGED, self.size):
             self._settle()
 
-    def _columns(self, gpus: list[GpuReading], width: int) -> tuple[list[Any], list[int]]:
+    def _columns(self, gpus: list[GpuView], width: int) -> tuple[list[Any], list[int]]:
         """GPU_FIELDS as columns across GPUs (NaN: no reading, or the GPU is lost), and throttle reasons, for a
         sample with a lost GPU, GPUs missing or out of order, or more GPUs than the window had (it grows)."""
         rows = [_ABSENT] * width  # per GPU, GPU_FIELDS in order
