@@ -16,7 +16,7 @@ def run_rules(samples: list[TelemetrySample], gpus: int = 4) -> list[tuple[float
     window, found = NodeWindow(CFG.window_samples, gpus), []
     previous: dict[int, GpuView] = {}
     for s in map(view_of, samples):
-        window.push(s)
-        found += [(s.ts, f) for f in sample_rules(window, s, CFG, s.ts, previous)]
+        readings = window.push(s)
+        found += [(s.ts, f) for f in sample_rules(window, s, CFG, s.ts, previous, readings)]
         previous = {g.index: g for g in s.gpus}
     return found

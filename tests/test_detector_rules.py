@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sentinel.config import DetectorConfig, from_mapping
 from sentinel.detector.rules import pci_key, sample_rules, xid_rule
@@ -17,8 +20,8 @@ CFG: DetectorConfig = from_mapping({}).detector
 def _run(samples: list[TelemetrySample], cfg: DetectorConfig = CFG) -> list:
     window, previous, found = NodeWindow(cfg.window_samples), {}, []
     for sample in map(view_of, samples):
-        window.push(sample)
-        found += sample_rules(window, sample, cfg, sample.ts, previous)
+        readings = window.push(sample)
+        found += sample_rules(window, sample, cfg, sample.ts, previous, readings)
         previous = {g.index: g for g in sample.gpus}
     return found
 
@@ -112,3 +115,31 @@ def test_pci_ids_from_logs_and_nvml_normalise_to_one_key(text: str) -> None:
 def test_the_thermal_threshold_is_configurable() -> None:
     cfg = from_mapping({"detector": {"thermal": {"temp_c": 85, "sustain_samples": 2}}}).detector
     assert [f.rule for f in _run([_sample(0, 86), _sample(10, 86)], cfg)] == ["thermal-high", "thermal-sustained"]
+
+
+_gpu = st.builds(  # None (no reading) is one choice of several: most GPUs give most fields, as on a cluster
+    GpuReading, index=st.just(0), state=st.sampled_from([GpuState.OK] * 9 + [GpuState.LOST]),
+    temp_c=st.sampled_from([None, 40.0, 80.0, 89.5, 92.9, 93.0, 97.0]),
+    util_gpu_pct=st.sampled_from([None, 0.0, 30.0, 60.0, 99.0, 99.0]),
+    sm_clock_mhz=st.sampled_from([None, 300.0, 1100.0, 1400.0, 1410.0, 1410.0]),
+    power_w=st.sampled_from([None, 100.0, 500.0]), throttle_reasons=st.sampled_from([None, 0, 0x40]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.lists(_gpu, min_size=2, max_size=3), st.integers(1, 3)), min_size=1, max_size=8),
+       st.booleans())
+def test_rules_answer_alike_from_the_pushed_readings_and_from_the_sample(states: list, shuffle: bool) -> None:
+    """The common cases read the columns ``push`` returned (thermal, stragglers); the findings are the ones the
+    sample's own GPUs give, whatever GPUs are missing, lost, silent or out of order."""
+    cfg = from_mapping({"detector": {"thermal": {"sustain_samples": 3}, "straggler": {"sustain_samples": 2}}}).detector
+    with_readings, without = NodeWindow(cfg.window_samples, 2), NodeWindow(cfg.window_samples, 2)
+    found: tuple[list, list] = ([], [])
+    held = [gpus for gpus, repeat in states for _ in range(repeat)]  # a state lasts a few samples, as heat does
+    for t, gpus in enumerate(held):
+        readings = [msgspec.structs.replace(g, index=i) for i, g in enumerate(gpus)]
+        sample = view_of(TelemetrySample(node="gpu-01", ts=float(t + 1),
+                                         gpus=list(reversed(readings)) if shuffle else readings))
+        found[0].extend(sample_rules(with_readings, sample, cfg, 0.0, readings=with_readings.push(sample)))
+        without.push(sample)
+        found[1].extend(sample_rules(without, sample, cfg, 0.0))
+    assert [(f.rule, f.gpu_index, f.summary) for f in found[0]] == [(f.rule, f.gpu_index, f.summary) for f in found[1]]

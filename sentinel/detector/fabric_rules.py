@@ -5,13 +5,15 @@ Each fires once per episode (the window remembers what it reported) and cites it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from sentinel.config import StragglerConfig
 from sentinel.counters import rate_per_h
 from sentinel.detector.findings import make_finding
 from sentinel.detector.sample_view import GpuView, SampleView
-from sentinel.detector.windows import NodeWindow
+from sentinel.detector.windows import GPU_FIELDS, NodeWindow
 from sentinel.events import (
     EvidenceValue,
     Finding,
@@ -27,6 +29,7 @@ from sentinel.models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
 SYMBOL_MIN_COUNT = 10
 # NVSentinel: link_error_recovery > 5/min is degradation.
 RECOVERY_PER_H = 300.0
+_UTIL, _CLOCK = GPU_FIELDS.index("util_pct"), GPU_FIELDS.index("sm_clock_mhz")
 
 
 def infiniband_rules(window: NodeWindow, sample: SampleView, now: float) -> list[Finding]:
@@ -72,13 +75,20 @@ def infiniband_rules(window: NodeWindow, sample: SampleView, now: float) -> list
 
 
 def straggler_rule(window: NodeWindow, sample: SampleView, config: StragglerConfig,
-                   now: float) -> list[Finding]:
+                   now: float, readings: Sequence[Sequence[float]] | None = None) -> list[Finding]:
     """A busy GPU whose SM clock lags its node peers' median for ``sustain_samples`` samples in a row.
 
     Data-parallel peers run the same kernels in lock-step, so one slow GPU stretches every step of the job
     (fail-slow; Minder, NSDI'25, and the Llama 3 report's stragglers). Alert only: the GPU still works, and the
-    operator decides whether the job is better off without the node.
+    operator decides whether the job is better off without the node. ``readings``: what ``window.push`` returned
+    for this sample; when every GPU gave a clock and a utilisation, the common case is answered from it.
     """
+    if readings is not None and not window.slow_streak and not window.slow_reported:
+        utils, clocks = readings[_UTIL], readings[_CLOCK]
+        # no NaN (every GPU gave both), and the node idles or nobody lags with no episode open: the common cases
+        if ((total := sum(utils) + sum(clocks)) == total and len(clocks) >= 2
+                and (_median(utils) < config.min_util_pct or min(clocks) >= config.clock_ratio * _median(clocks))):
+            return []
     busy = [g for g in sample.gpus if g.util_gpu_pct is not None and g.sm_clock_mhz is not None]
     if len(busy) < 2 or _median([g.util_gpu_pct or 0.0 for g in busy]) < config.min_util_pct:
         window.slow_streak.clear()
@@ -121,7 +131,7 @@ def peer_clock_now(busy: list[GpuView]) -> float:
     return float(_median([g.sm_clock_mhz or 0.0 for g in busy]))
 
 
-def _median(values: list[float]) -> float:
+def _median(values: Sequence[float]) -> float:
     """``statistics.median`` of a short list, without its generality (this runs on every sample)."""
     ordered = sorted(values)
     half = len(ordered) // 2

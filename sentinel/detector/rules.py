@@ -11,7 +11,7 @@ import functools
 import operator
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -21,7 +21,7 @@ from sentinel.detector.counter_rules import counter_warnings
 from sentinel.detector.fabric_rules import infiniband_rules, straggler_rule
 from sentinel.detector.findings import make_finding
 from sentinel.detector.sample_view import GpuView, SampleView
-from sentinel.detector.windows import NodeWindow, counter_delta
+from sentinel.detector.windows import GPU_FIELDS, NodeWindow, counter_delta
 from sentinel.detector.xid import classify
 from sentinel.events import (
     EvidenceValue,
@@ -36,6 +36,7 @@ from sentinel.events import (
 
 # NVML clock-event reasons (nvml.h): HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80.
 THERMAL_THROTTLE_MASK = 0x20 | 0x40
+_TEMP = GPU_FIELDS.index("temp_c")
 _REMEMBERED = operator.attrgetter("index", "ecc_dbe_volatile", "row_remap_failure", "pci_bus_id")
 
 
@@ -65,10 +66,11 @@ def xid_rule(event: LogEvent, now: float, gpu_index: int | None) -> Finding | No
 
 def sample_rules(
     window: NodeWindow, sample: SampleView, config: DetectorConfig, now: float,
-    previous: Mapping[int, GpuView | LastReading] | None = None,
+    previous: Mapping[int, GpuView | LastReading] | None = None, readings: Sequence[Sequence[float]] | None = None,
 ) -> list[Finding]:
     """Rules over one new sample (already pushed into ``window``). ``previous`` holds each GPU's last reading;
-    None: what ``remember`` kept in the window, read only when a GPU reports double-bit ECC or a remap failure."""
+    None: what ``remember`` kept in the window, read only when a GPU reports double-bit ECC or a remap failure.
+    ``readings``: what ``window.push`` returned for this sample (the common cases are answered from it)."""
     out: list[Finding] = []
     lost = window.lost
     for gpu in sample.gpus:
@@ -78,10 +80,10 @@ def sample_rules(
             prev = previous.get(gpu.index) if previous is not None else _remembered(window, gpu.index)
             if gpu.row_remap_failure or prev is None or prev.ecc_dbe_volatile != gpu.ecc_dbe_volatile:
                 out.extend(_ecc_dbe(window, sample, gpu, now, prev))
-    out.extend(_thermal(window, sample, config, now))
+    out.extend(_thermal(window, sample, config, now, readings[_TEMP] if readings is not None else None))
     out.extend(counter_warnings(window, sample, now))
     out.extend(infiniband_rules(window, sample, now))
-    out.extend(straggler_rule(window, sample, config.straggler, now))
+    out.extend(straggler_rule(window, sample, config.straggler, now, readings))
     return out
 
 
@@ -133,15 +135,17 @@ def _fatal_ecc(rule: str, sample: SampleView, gpu: int, now: float, summary: str
                     1.0, summary, gpu, evidence)
 
 
-def _thermal(window: NodeWindow, sample: SampleView, config: DetectorConfig, now: float) -> list[Finding]:
+def _thermal(window: NodeWindow, sample: SampleView, config: DetectorConfig, now: float,
+             temps_now: Sequence[float] | None = None) -> list[Finding]:
     """Sustained over-temperature: ``sustain_samples`` consecutive readings at or above ``temp_c``.
 
     Default 93 C from Azure healthagent's warning threshold; a GPU that sits there while climbing is in thermal
     runaway and will hit hardware slowdown and then shutdown (or fall off the bus) — drain it before that.
     """
     rule = config.thermal
-    if not window.hot_reported and not window.hot_warned and all(
-        g.temp_c is None or g.temp_c < rule.temp_c for g in sample.gpus
+    if not window.hot_reported and not window.hot_warned and (
+        not any(map(rule.temp_c.__le__, temps_now)) if temps_now is not None  # NaN (no reading) is not hot
+        else all(g.temp_c is None or g.temp_c < rule.temp_c for g in sample.gpus)
     ):  # fast path, nearly every sample: nothing hot now, no episode open
         return []
     out: list[Finding] = []

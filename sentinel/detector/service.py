@@ -220,11 +220,11 @@ class Detector:
             log.debug("out-of-order or repeated sample from %s ignored (%.3f <= %.3f)", sample.node, sample.ts,
                       window.last_ts)
             return []
-        window.push(sample)
+        readings = window.push(sample)
         self.peers.observe(sample.node, sample.jobs)
         self.samples_seen += 1
         self.gpu_samples_seen += len(sample.gpus)
-        found = sample_rules(window, sample, self.config, now)
+        found = sample_rules(window, sample, self.config, now, readings=readings)
         remember(window, sample)
         if self.host is not None:
             found.extend(self.host.observe(sample, now))

@@ -156,7 +156,9 @@ class NodeWindow:
             self._base = np.hstack([self._base, np.zeros((len(GPU_FIELDS), grow))])
             self._throttle = np.hstack([self._throttle, np.zeros((self.size, grow), dtype=np.int64)])
 
-    def push(self, sample: SampleView) -> None:
+    def push(self, sample: SampleView) -> list[Any]:
+        """Take the next sample (time order); return its GPU_FIELDS as columns across the window's GPUs (NaN: no
+        reading, or the GPU is lost), which the rules' common cases read instead of the sample's GPUs."""
         gpus = sample.gpus
         width = self._gpu.shape[2]
         if (len(gpus) == width and _LOST not in list(map(_STATE, gpus))
@@ -195,6 +197,7 @@ class NodeWindow:
         self.last_ts = sample.ts
         if self._pending >= min(STAGED, self.size):
             self._settle()
+        return columns
 
     def _columns(self, gpus: list[GpuView], width: int) -> tuple[list[Any], list[int]]:
         """GPU_FIELDS as columns across GPUs (NaN: no reading, or the GPU is lost), and throttle reasons, for a
