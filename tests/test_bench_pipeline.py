@@ -35,6 +35,8 @@ def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: st
     assert data["cpu_us_per_msg"]["one_process"] > 0 and data["cpu_us_per_msg"]["two_processes"] > 0
     assert data["features"]["host_anomaly"] is True and data["cpus"] >= 1
     assert data["warm_samples_per_node"] == 61
+    before, after = data["bare_runs_msgs_per_s"]  # the baseline brackets the detector's run (A-B-A)
+    assert before > 0 and after > 0 and abs(data["bare_msgs_per_s"] - (before + after) / 2) <= 1
     assert data["crc32c"] is True  # a dependency: kafka-python's pure-Python CRC-32C halved the consume rate
     assert "bench: producing" in result.stderr  # progress goes to stderr, results to stdout
 
