@@ -1,7 +1,8 @@
 """``sentinel-bench pipeline --broker HOST:PORT``: the detector's throughput against bare Kafka consumption.
 
 In one run, on fresh topics of the given broker:
-1. produce N node-messages as the agent sends them (8 GPUs, an InfiniBand port per GPU, Ethernet, host);
+1. produce N node-messages as the agent sends them (8 GPUs, an InfiniBand port per GPU, Ethernet, host), each
+   node running a job of ``NODES_PER_JOB`` nodes (the peers peer comparison compares);
 2. baseline: a bare kafka-python consumer that only fetches and decodes them (whole records, validated), run
    before and again after step 3 (A-B-A: the host's speed drifts between runs by up to 2x; ``bare_msgs_per_s``
    is the mean of the two, ``bare_runs_msgs_per_s`` both);
@@ -61,11 +62,17 @@ from sentinel.transport.memory import MemoryTransport
 
 Progress = Callable[[str], None]
 WARM_S = 61  # samples per node in the windows before timing: a full window (60) and one more
+NODES_PER_JOB = 16  # each node runs one job of 16 nodes (128 GPUs), so peer comparison has peers to compare
+
+
+def _node_sample(i: int) -> TelemetrySample:
+    """Node i's sample (the agent's, benchmarks.codec) naming its job: nodes 16k..16k+15 run job-k."""
+    return msgspec.structs.replace(sample_message(i + 1), jobs=[f"job-{i // NODES_PER_JOB}"])
 
 
 def _samples(n: int, nodes: int, ts: float | None = None, first: int = 0) -> Iterator[tuple[int, TelemetrySample]]:
     """(k, sample) for k in first..first+n: node k % nodes, one sample per node and second of sample time."""
-    base = [sample_message(i + 1) for i in range(nodes)]
+    base = [_node_sample(i) for i in range(nodes)]
     for k in range(first, first + n):
         yield k, msgspec.structs.replace(base[k % nodes], ts=ts if ts is not None else 1.7e9 + k // nodes,
                                          seq=k // nodes + 1)
@@ -73,7 +80,7 @@ def _samples(n: int, nodes: int, ts: float | None = None, first: int = 0) -> Ite
 
 def _views(n: int, nodes: int) -> Iterator[SampleView]:
     """What the detector decodes of ``_samples(n, nodes)`` (the same times), built once per node."""
-    base = [view_of(sample_message(i + 1)) for i in range(nodes)]
+    base = [view_of(_node_sample(i)) for i in range(nodes)]
     for k in range(n):
         yield msgspec.structs.replace(base[k % nodes], ts=1.7e9 + k // nodes)
 
@@ -341,7 +348,7 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
         lambda q: None)
     return {
         "features": features(model), "compression": compression, "cpus": os.cpu_count(),
-        "warm_samples_per_node": WARM_S,
+        "warm_samples_per_node": WARM_S, "nodes_per_job": NODES_PER_JOB,
         "crc32c": _c_crc32c(),
         "messages": messages, "nodes": nodes, "gpus_per_message": 8, "produce_msgs_per_s": round(produce_rate),
         "bare_msgs_per_s": round(bare), "bare_runs_msgs_per_s": [round(bare_before), round(bare_after)],

@@ -35,6 +35,7 @@ def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: st
     assert data["cpu_us_per_msg"]["one_process"] > 0 and data["cpu_us_per_msg"]["two_processes"] > 0
     assert data["features"]["host_anomaly"] is True and data["cpus"] >= 1
     assert data["warm_samples_per_node"] == 61
+    assert data["nodes_per_job"] == 16  # peer comparison has peers: it runs in the timed detector
     before, after = data["bare_runs_msgs_per_s"]  # the baseline brackets the detector's run (A-B-A)
     assert before > 0 and after > 0 and abs(data["bare_msgs_per_s"] - (before + after) / 2) <= 1
     assert data["crc32c"] is True  # a dependency: kafka-python's pure-Python CRC-32C halved the consume rate
@@ -70,3 +71,5 @@ def test_the_detector_is_timed_with_full_windows_every_node_scored(tmp_path: Pat
     last = max(w.last_ts for w in detector.windows.values())
     first_timed = codec.decode_as(_messages(1, 20, first=WARM_S * 20)[0], TelemetrySample)
     assert first_timed.ts > last
+    assert first_timed.jobs == ["job-0"]  # node 0 runs job-0 with nodes 1..15: peer comparison has its peers
+    assert sorted(len(nodes) for nodes in detector.peers.members.values()) == [4, 16]
