@@ -34,10 +34,12 @@ __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWi
 # counter warnings watch PCIe replays and NVLink CRC (adjacent fields) and the remap-pending flag
 _PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink_crc", "remap_pending"))
 assert GPU_FIELDS[_PCIE:_PENDING] == ("pcie_replay", "nvlink_crc")
-_READ = operator.attrgetter("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile", "pcie_replay")
+# index, state, the GPU_FIELDS read straight from a reading (up to pcie_replay), remap pending, throttle reasons
+_READ = operator.attrgetter("index", "state", "temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile",
+                            "pcie_replay", "row_remap_pending", "throttle_reasons")
+_GAUGES = operator.attrgetter("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile", "pcie_replay")
 _CRC = operator.attrgetter("crc_errors")
-_INDEX, _STATE, _NVLINKS = (operator.attrgetter(n) for n in ("index", "state", "nvlinks"))
-_REMAP_PENDING, _THROTTLE = operator.attrgetter("row_remap_pending"), operator.attrgetter("throttle_reasons")
+_NVLINKS = operator.attrgetter("nvlinks")
 _LOST = GpuState.LOST
 _ABSENT = (math.nan,) * len(GPU_FIELDS)
 _COUNTERS = slice(GPU_FIELDS.index("ecc_sbe"), _PENDING)  # the fields kept as offsets from a moving base
@@ -161,32 +163,33 @@ class NodeWindow:
         reading, or the GPU is lost), which the rules' common cases read instead of the sample's GPUs."""
         gpus = sample.gpus
         width = self._gpu.shape[2]
-        if (len(gpus) == width and _LOST not in list(map(_STATE, gpus))
-                and tuple(map(_INDEX, gpus)) == _in_order(width)):
-            # Every GPU answered, in index order (nearly every sample): read each field across the GPUs at once.
-            columns: list[Any] = list(zip(*map(_READ, gpus), strict=False))  # equal lengths
+        fast = len(gpus) == width
+        if fast:
+            # Read every field across the GPUs at once; nearly every sample has every GPU, in index order, none lost.
+            index, state, *gauges, pending, throttles = zip(*map(_READ, gpus), strict=False)  # equal lengths
+            fast = index == _in_order(width) and _LOST not in state
+        if fast:
             try:
                 crc = [sum(map(_CRC, links)) if links else _NAN for links in map(_NVLINKS, gpus)]
             except TypeError:  # some link had no reading (None)
                 crc = [_crc_sum(links) if links else _NAN for links in map(_NVLINKS, gpus)]
-            columns.append(crc)
-            columns.append(list(map(_REMAP_PENDING, gpus)))
-            throttle = list(map(_THROTTLE, gpus))
+            columns: list[Any] = [*gauges, crc, pending]
             try:
                 self._staged.fromlist(list(itertools.chain.from_iterable(columns)))  # all or nothing
             except TypeError:  # some reading is None
                 columns = [[_NAN if v is None else v for v in column] for column in columns]
                 self._staged.fromlist(list(itertools.chain.from_iterable(columns)))
-            if None in throttle:
-                throttle = [t or 0 for t in throttle]
+            throttle: list[int] = list(throttles) if None not in throttles else [t or 0 for t in throttles]
         else:
             columns, throttle = self._columns(gpus, width)
             self._staged.fromlist(list(itertools.chain.from_iterable(columns)))
         self._staged_throttle.fromlist(throttle)
-        pcie, crc, pending = columns[_PCIE], columns[_NVLINK], columns[_PENDING]
-        self.counters_moved = (True in pending or any(map(operator.gt, pcie, self.last_pcie))
-                               or any(map(operator.gt, crc, self.last_crc)))
-        self.last_pcie, self.last_crc = tuple(pcie), tuple(crc)
+        pcie: tuple[float, ...] = tuple(columns[_PCIE])
+        links: tuple[float, ...] = tuple(columns[_NVLINK])
+        self.counters_moved = (True in columns[_PENDING]  # counters unchanged (nearly always): equal, nothing rose
+                               or (pcie != self.last_pcie and any(map(operator.gt, pcie, self.last_pcie)))
+                               or (links != self.last_crc and any(map(operator.gt, links, self.last_crc))))
+        self.last_pcie, self.last_crc = pcie, links
         ib = _infiniband(sample.nics)
         self._staged_node.append(sample.ts)
         self._staged_node.extend(ib)
@@ -212,7 +215,7 @@ class NodeWindow:
                 throttle += [0] * (index + 1 - width)
                 width = index + 1
             if g.state is GpuState.OK:
-                values = _READ(g)
+                values = _GAUGES(g)
                 if None in values:
                     values = tuple(_NAN if v is None else v for v in values)
                 crc = _crc_sum(g.nvlinks) if g.nvlinks else _NAN
