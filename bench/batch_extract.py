@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from sentinel import codec
-from sentinel.benchmarks.pipeline import _messages
+from sentinel.benchmarks.pipeline_samples import messages as _messages
 from sentinel.events import TelemetrySample
 
 FIELDS = operator.attrgetter("index", "temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile",

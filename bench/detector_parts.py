@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sentinel.benchmarks import pipeline
+from sentinel.benchmarks import pipeline, pipeline_samples
 from sentinel.clock import ManualClock
 from sentinel.detector import service, windows
 from sentinel.detector.service import relax_gc
@@ -46,7 +46,7 @@ def main() -> None:
     windows.NodeWindow.push = timed("push", windows.NodeWindow.push)  # type: ignore[method-assign]
     service.Detector._decode = timed("decode", service.Detector._decode)  # type: ignore[method-assign]
     warm, n = 61 * args.nodes, args.rounds * args.nodes  # 61 s of samples fill the 60-sample windows
-    messages = pipeline._messages(warm + n, args.nodes)
+    messages = pipeline_samples.messages(warm + n, args.nodes)
     with tempfile.TemporaryDirectory() as tmp:
         transport = MemoryTransport(10**7)
         detector = pipeline._detector(transport, pipeline._store(tmp), cached_model(), ManualClock(), "parts")

@@ -2,7 +2,7 @@
 
 In one run, on fresh topics of the given broker:
 1. produce N node-messages as the agent sends them (8 GPUs, an InfiniBand port per GPU, Ethernet, host), each
-   node running a job of ``NODES_PER_JOB`` nodes (the peers peer comparison compares);
+   node running a job of ``pipeline_samples.NODES_PER_JOB`` nodes (the peers peer comparison compares);
 2. baseline: a bare kafka-python consumer that only fetches and decodes them (whole records, validated), run
    before and again after step 3 (A-B-A: the host's speed drifts between runs by up to 2x; ``bare_msgs_per_s``
    is the mean of the two, ``bare_runs_msgs_per_s`` both);
@@ -36,21 +36,20 @@ import threading
 import time
 import tracemalloc
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from sentinel import codec
-from sentinel.benchmarks.codec import sample_message
+from sentinel.benchmarks import pipeline_samples as fleet
 from sentinel.clock import Clock, ManualClock, SystemClock
 from sentinel.config import DetectorConfig, from_mapping
 from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.host_anomaly import HostAnomaly
-from sentinel.detector.sample_view import SampleView, view_of
 from sentinel.detector.service import Detector, relax_gc
-from sentinel.events import Finding, GpuState, TelemetrySample
+from sentinel.events import Finding, TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.sim.trainset import cached_model
 from sentinel.store.engine import make_engine, upgrade
@@ -62,40 +61,6 @@ from sentinel.transport.memory import MemoryTransport
 
 Progress = Callable[[str], None]
 WARM_S = 61  # samples per node in the windows before timing: a full window (60) and one more
-NODES_PER_JOB = 16  # each node runs one job of 16 nodes (128 GPUs), so peer comparison has peers to compare
-
-
-def _node_sample(i: int) -> TelemetrySample:
-    """Node i's sample (the agent's, benchmarks.codec) naming its job: nodes 16k..16k+15 run job-k."""
-    return msgspec.structs.replace(sample_message(i + 1), jobs=[f"job-{i // NODES_PER_JOB}"])
-
-
-def _samples(n: int, nodes: int, ts: float | None = None, first: int = 0) -> Iterator[tuple[int, TelemetrySample]]:
-    """(k, sample) for k in first..first+n: node k % nodes, one sample per node and second of sample time."""
-    base = [_node_sample(i) for i in range(nodes)]
-    for k in range(first, first + n):
-        yield k, msgspec.structs.replace(base[k % nodes], ts=ts if ts is not None else 1.7e9 + k // nodes,
-                                         seq=k // nodes + 1)
-
-
-def _views(n: int, nodes: int) -> Iterator[SampleView]:
-    """What the detector decodes of ``_samples(n, nodes)`` (the same times), built once per node."""
-    base = [view_of(_node_sample(i)) for i in range(nodes)]
-    for k in range(n):
-        yield msgspec.structs.replace(base[k % nodes], ts=1.7e9 + k // nodes)
-
-
-def _messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "",
-              first: int = 0) -> list[bytes]:
-    out = []
-    for k, sample in _samples(n, nodes, ts, first):
-        if fault_every and k % fault_every == 0:
-            lost = msgspec.structs.replace(sample.gpus[0], state=GpuState.LOST, temp_c=None)
-            sample = msgspec.structs.replace(sample, node=f"lost{tag}-{k:07d}", gpus=[lost, *sample.gpus[1:]])
-        out.append(codec.encode(sample))
-    return out
-
-
 def _topics(run: str) -> tuple[str, str, str]:
     return f"bench-{run}.telemetry", f"bench-{run}.logs", f"bench-{run}.findings"
 
@@ -135,7 +100,7 @@ def warm_up(detector: Detector, nodes: int) -> None:
     minutes, and what the bench times is that steady state, not windows filling and the hazard model's first
     scoring of every node on half-full windows (one node at a time), which a member does once."""
     now = time.time()
-    for sample in _views(WARM_S * nodes, nodes):
+    for sample in fleet.views(WARM_S * nodes, nodes):
         detector.on_sample(sample, now)
     if detector.hazard is not None:
         detector.hazard.score(detector.windows, list(detector.windows), now)
@@ -270,7 +235,7 @@ def _latency(broker: str, tmp: str, model: str | None, rate: int = 2000, seconds
     latencies: list[float] = []
     producer = _kafka(broker)
     for tick in range(int(seconds * 10)):
-        batch = _messages(rate // 10, 500, fault_every=100, ts=time.time(), tag=str(tick))
+        batch = fleet.messages(rate // 10, 500, fault_every=100, ts=time.time(), tag=str(tick))
         producer.publish_batch((topics[0], f"n{i % 500}", m) for i, m in enumerate(batch))
         for message in findings.poll(1000):
             latencies.append(time.time() - codec.decode_as(message.value, Finding).observed_ts)
@@ -297,7 +262,7 @@ def _bytes_per_gpu(model: str | None, nodes: int = 1000) -> float:
         before = tracemalloc.take_snapshot()
         detector = _detector(transport, repo, model, ManualClock(), "mem", record_interval_s=1e9)
         for start in range(0, nodes * samples, 20_000):
-            for m in _messages(min(20_000, nodes * samples - start), nodes, first=start):
+            for m in fleet.messages(min(20_000, nodes * samples - start), nodes, first=start):
                 transport.publish(TELEMETRY, None, m)
             while detector.step(5000):
                 pass
@@ -324,7 +289,7 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
     producer = _kafka(broker, compression)
     producer.ensure_topics({topics[0]: 4, topics[1]: 1, topics[2]: 1})
     say(f"producing {messages} node-messages to {topics[0]} (4 partitions)")
-    payload = _messages(messages, nodes, first=WARM_S * nodes)  # after the samples that warm the windows up
+    payload = fleet.messages(messages, nodes, first=WARM_S * nodes)  # after the samples that warm the windows up
     started = time.perf_counter()
     for i in range(0, len(payload), 2000):
         producer.publish_batch((topics[0], f"node-{(i + j) % nodes}", m) for j, m in enumerate(payload[i:i + 2000]))
@@ -348,7 +313,7 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
         lambda q: None)
     return {
         "features": features(model), "compression": compression, "cpus": os.cpu_count(),
-        "warm_samples_per_node": WARM_S, "nodes_per_job": NODES_PER_JOB,
+        "warm_samples_per_node": WARM_S, "nodes_per_job": fleet.NODES_PER_JOB,
         "crc32c": _c_crc32c(),
         "messages": messages, "nodes": nodes, "gpus_per_message": 8, "produce_msgs_per_s": round(produce_rate),
         "bare_msgs_per_s": round(bare), "bare_runs_msgs_per_s": [round(bare_before), round(bare_after)],

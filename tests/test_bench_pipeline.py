@@ -57,7 +57,8 @@ def test_group_rate_counts_only_while_every_member_is_busy() -> None:
 def test_the_detector_is_timed_with_full_windows_every_node_scored(tmp_path: Path) -> None:
     """What the bench times is a member's steady state: the windows hold a full minute and the model scored
     every node in the current slot, so the produced samples continue those series (later sample times)."""
-    from sentinel.benchmarks.pipeline import WARM_S, _detector, _messages, _store, warm_up
+    from sentinel.benchmarks.pipeline import WARM_S, _detector, _store, warm_up
+    from sentinel.benchmarks.pipeline_samples import messages
     from sentinel.clock import ManualClock
     from sentinel.transport.memory import MemoryTransport
 
@@ -69,7 +70,7 @@ def test_the_detector_is_timed_with_full_windows_every_node_scored(tmp_path: Pat
     assert all(w.count == WARM_S and w.count >= w.size for w in detector.windows.values())
     assert detector.hazard is not None and set(detector.hazard.last_scored) == set(detector.windows)
     last = max(w.last_ts for w in detector.windows.values())
-    first_timed = codec.decode_as(_messages(1, 20, first=WARM_S * 20)[0], TelemetrySample)
+    first_timed = codec.decode_as(messages(1, 20, first=WARM_S * 20)[0], TelemetrySample)
     assert first_timed.ts > last
     assert first_timed.jobs == ["job-0"]  # node 0 runs job-0 with nodes 1..15: peer comparison has its peers
     assert sorted(len(nodes) for nodes in detector.peers.members.values()) == [4, 16]
