@@ -31,8 +31,8 @@ from sentinel.errors import ValidationError
 from sentinel.models.calendar_features import DAY, WEEK
 from sentinel.models.forecast import DemandForecaster, LoadSeries
 from sentinel.models.forecast_quantiles import fit_load_models, load_rows
+from sentinel.models.load_prior import LoadPrior
 from sentinel.models.quantile_scores import HORIZONS as QHORIZONS
-from sentinel.models.quantile_scores import change_quantiles
 
 HORIZONS = {"10m": 1, "1h": 6, "3h": 18}
 TARGETS = {"running_gpus": "running_gpu_num", "pending_gpus": "pending_gpu_num"}
@@ -103,6 +103,7 @@ def run_forecast_bench(data: Path, train_days: float = 21.0,
         src = quantiles["model"] if method == "model" else quantiles["baselines"][method]
         (result["model"] if method == "model" else result["baselines"][method]).update(src)
     result["quantile_goal"] = quantiles["goal"]
+    result["model_prior"] = quantiles["prior"]
     result["quantile_s"] = round(quantile_s, 1)
     result["quantile_leave_one_out"] = leave_one_out
     # why persistence is hard to beat here: the share of test points whose truth is exactly the value now
@@ -117,17 +118,24 @@ def score_quantiles(series: list[LoadSeries], train_end: int, leave_one_out: boo
     train = [_train_part(s, train_end) for s in series]
     pooled = None if leave_one_out else fit_load_models(train, list(TARGETS), list(QHORIZONS.values()))
     tally = Tally()
+    weights: dict[str, dict[str, list[float]]] = {}
     for i, s in enumerate(series):
         models = pooled or fit_load_models(train[:i] + train[i + 1:], list(TARGETS), list(QHORIZONS.values()))
         for target, column in TARGETS.items():
             y = s.columns[target]
             for hname, h in QHORIZONS.items():
                 k = np.arange(train_end - 1, len(s) - h)
-                rows = load_rows(s, target, k, h, change_quantiles(y, h, train_end))
-                tally.add("model", column, hname, y[k + h], models[(target, h)].predict(rows))
+                model, weight = models[(target, h)]
+                rows = load_rows(s, target, k, h, LoadPrior.of(y, h, train_end, weight))
+                tally.add("model", column, hname, y[k + h], model.predict(rows))
+                tally.add("prior", column, hname, y[k + h], rows.base)
+                weights.setdefault(column, {}).setdefault(hname, []).append(weight)
                 for name, q in baselines(y, k, h, train_end).items():
                     tally.add(name, column, hname, y[k + h], q)
-    return tally.summary()
+    # the model's own baseline alone (persistence mixed with the cluster's levels) and its weight of persistence
+    prior = {**tally.scores("prior"), "persistence_weight": {
+        c: {hname: round(float(np.mean(w)), 3) for hname, w in per_h.items()} for c, per_h in weights.items()}}
+    return {**tally.summary(), "prior": prior}
 
 
 def _summarise(errors: dict[str, Any], covered: dict[str, Any], per_series: dict[str, Any],

@@ -4,7 +4,9 @@ Model: three scikit-learn ``HistGradientBoostingRegressor`` with the quantile lo
 from a reference (``Rows.level``: the value now, or the job model's expectation) divided by a scale (the
 partition's capacity), pooled over every series given to ``fit``. The
 caller builds the rows (``Rows``): the aggregate-bin path (``load_rows``, the features of
-``models.calendar_features``) or the job-table path (``models.job_forecast``), so both share the calibration.
+``models.calendar_features``, the baseline ``models.load_prior``: persistence mixed with the series' levels;
+``training_rows`` for fitting, each run of origins with the prior of the bins outside it) or the job-table path
+(``models.job_forecast``), so both share the calibration.
 
 Calibration, because a pooled model can be sharper than it should be on a partition it knows less well: two
 numbers are chosen per target and horizon on predictions for rows the models were not fitted on. With several
@@ -14,14 +16,13 @@ folds, and the held-out predictions are pooled: the model will be used on cluste
 later days of the clusters it was fitted on say little about those (docs/decisions/0014). With one series, across
 time:
 fitted on the older 75 % of its origins and judged on the newest 25 %. There, ``blend``, the weight of the model
-against the baseline given in the rows (persistence plus the series' own empirical change quantiles; 0 = the
-baseline only), the weight with the lowest pinball loss; then ``widen``, a factor on the distance of p10 and p90
+against the baseline given in the rows (0 = the baseline only), the weight with the lowest pinball loss; then ``widen``, a factor on the distance of p10 and p90
 from p50: of the factors whose 80 % interval covers 0.78-0.82 of the held-out truths, the one with the lowest
 pinball loss (none: the lowest pinball loss of all; a queue that is empty most of the time is covered by [0, 0]
 whatever the width), though the width stays as it is (factor 1) unless another lowers that loss by more than
 1 %. Last, unless the result beats the baseline alone (blend 0) by at least 1 % in pinball loss on those rows,
-the baseline is kept (blend 0, width 1). Then the models are refitted on every origin (the newest bins matter
-most) and keep the two numbers. Fits run on one thread (a busy host's OpenMP threads cost more than they give).
+the baseline is kept (blend 0), its width chosen by the same rule. Then the models are refitted on every origin
+(the newest bins matter most) and keep the two numbers. Fits run on one thread (a busy host's OpenMP threads cost more than they give).
 
 ``arrays`` / ``from_arrays`` turn a fitted model into named numpy arrays and back (its trees are
 ``models.forecast_trees.Trees``), so it is stored without pickle and predicts without scikit-learn.
@@ -38,7 +39,8 @@ import numpy as np
 from sentinel.models.calendar_features import LOOKBACK, SeriesFeatures
 from sentinel.models.forecast import OTHER, LoadSeries
 from sentinel.models.forecast_trees import Trees
-from sentinel.models.quantile_scores import QUANTILES, change_quantiles, coverage, pinball, shifted
+from sentinel.models.load_prior import LoadPrior, choose_weight
+from sentinel.models.quantile_scores import QUANTILES, coverage, pinball, shifted
 
 PARAMS: dict[str, Any] = {"loss": "quantile", "max_iter": 60, "learning_rate": 0.05, "max_leaf_nodes": 15,
                           "min_samples_leaf": 40, "early_stopping": False, "random_state": 0}
@@ -115,14 +117,11 @@ class QuantileModel:
         truth = _truth(held)
         self.blend = min(BLENDS, key=lambda w: pinball(truth, _mix(model, held.base, w)))
         mixed = _mix(model, held.base, self.blend)
-        in_band = [a for a in WIDENS if abs(coverage(truth, _widened(mixed, a)) - 0.8) <= BAND]
-        score = {a: pinball(truth, _widened(mixed, a)) for a in in_band or WIDENS}
-        best = min(score, key=score.__getitem__)
-        # leave the width alone unless changing it clearly pays: a 1 % gain on a few days is noise
-        self.widen = 1.0 if 1.0 in score and score[1.0] <= (1.0 + MARGIN) * score[best] else best
-        # a model that does not clearly beat its own baseline on the held-out rows is not trusted over it
+        self.widen = _width(truth, mixed)
+        # a model that does not clearly beat its own baseline on the held-out rows is not trusted over it;
+        # the baseline's width is calibrated the same way
         if pinball(truth, _widened(mixed, self.widen)) > (1.0 - MARGIN) * pinball(truth, held.base):
-            self.blend, self.widen = 0.0, 1.0
+            self.blend, self.widen = 0.0, _width(truth, held.base)
 
     def _raw(self, rows: Rows) -> np.ndarray:
         change = np.column_stack([m.predict(rows.X) for m in self.models])
@@ -163,6 +162,15 @@ def _rows_where(parts: Sequence[Rows], mask: np.ndarray) -> Rows:
                 np.vstack([p.base for p in parts])[mask], cat("truth"))
 
 
+def _width(truth: np.ndarray, q: np.ndarray) -> float:
+    """Of the ``WIDENS`` whose [p10, p90] covers 0.8 +- ``BAND`` of ``truth``, the one with the lowest pinball loss
+    (none: the lowest of all); 1 (as is) unless that is more than ``MARGIN`` better: 1 % on a few days is noise."""
+    in_band = [a for a in WIDENS if abs(coverage(truth, _widened(q, a)) - 0.8) <= BAND]
+    score = {a: pinball(truth, _widened(q, a)) for a in in_band or WIDENS}
+    best = min(score, key=score.__getitem__)
+    return 1.0 if 1.0 in score and score[1.0] <= (1.0 + MARGIN) * score[best] else best
+
+
 def _mix(model: np.ndarray, base: np.ndarray, weight: float) -> np.ndarray:
     return np.sort(np.maximum(weight * model + (1.0 - weight) * base, 0.0), axis=1)
 
@@ -187,23 +195,36 @@ def relative(m: np.ndarray) -> np.ndarray:
 
 
 # ----- the aggregate-bin path ------------------------------------------------------------------------------------
-def load_rows(s: LoadSeries, target: str, origins: np.ndarray, h: int, base_change: np.ndarray,
+def load_rows(s: LoadSeries, target: str, origins: np.ndarray, h: int, prior: LoadPrior | np.ndarray,
               with_truth: bool = True) -> Rows:
-    """Rows of a binned load series: the calendar features, and persistence plus ``base_change`` as baseline."""
+    """Rows of a binned load series: the calendar features, and as baseline the ``prior`` (persistence mixed
+    with the series' levels, ``models.load_prior``) or, given change quantiles, persistence plus those."""
     f = SeriesFeatures(s.columns[target], s.columns[OTHER[target]], s.capacity, s.ts)
     y = s.columns[target]
     k = np.asarray(origins, dtype=int)
-    return Rows(k, relative(f.matrix(k, h)), y[k], f.scale[k], shifted(y[k], base_change),
-                y[k + h] if with_truth else None)
+    base = prior.quantiles(y[k]) if isinstance(prior, LoadPrior) else shifted(y[k], prior)
+    return Rows(k, relative(f.matrix(k, h)), y[k], f.scale[k], base, y[k + h] if with_truth else None)
 
 
 def fit_load_models(history: Sequence[LoadSeries], targets: Sequence[str], horizons: Sequence[int],
-                    params: dict[str, Any] | None = None) -> dict[tuple[str, int], QuantileModel]:
-    """One ``QuantileModel`` per target and horizon, pooled over ``history`` (every bin of it is training)."""
+                    params: dict[str, Any] | None = None) -> dict[tuple[str, int], tuple[QuantileModel, float]]:
+    """One ``QuantileModel`` per target and horizon, pooled over ``history`` (every bin of it is training), with
+    the weight of persistence in its baseline (``load_prior.choose_weight`` on the same series)."""
     out = {}
     for target in targets:
         for h in horizons:
-            parts = [load_rows(s, target, np.arange(LOOKBACK, len(s) - h), h,
-                               change_quantiles(s.columns[target], h)) for s in history if len(s) > LOOKBACK + h]
-            out[(target, h)] = QuantileModel(params).fit(parts)
+            usable = [s for s in history if len(s) > LOOKBACK + h]
+            weight = choose_weight([s.columns[target] for s in usable], h, LOOKBACK)
+            parts = [training_rows(s, target, h, weight) for s in usable]
+            out[(target, h)] = (QuantileModel(params).fit(parts), weight)
     return out
+
+
+def training_rows(s: LoadSeries, target: str, h: int, weight: float) -> Rows:
+    """Every origin of ``s`` with a truth ``h`` bins ahead, as one series' rows built in three runs; each run's
+    baseline is the prior of the bins outside it (``LoadPrior.outside``): a prior that held the truths it is
+    judged on would look better in calibration than it is on new bins, and the model would lean on it too much."""
+    y = s.columns[target]
+    runs = [load_rows(s, target, k, h, LoadPrior.outside(y, h, lo, hi, weight))
+            for k, lo, hi in LoadPrior.blocks(np.arange(LOOKBACK, len(s) - h), h)]
+    return _rows_where(runs, np.ones(sum(len(r.order) for r in runs), bool))

@@ -102,3 +102,27 @@ def test_a_fitted_model_round_trips_through_numpy_arrays_without_pickle() -> Non
     test = _rows(rng, 300, with_truth=False)
     assert (back.blend, back.widen) == (0.75, 1.25)
     assert np.array_equal(back.predict(test), model.predict(test))
+
+
+def test_when_the_baseline_is_kept_its_width_is_calibrated_too() -> None:
+    """The clusters disagree, so the model is not trusted over the baseline; the baseline itself is twice too
+    wide (its 2-98 % range stands for 10-90 %), and its width is narrowed toward 80 % coverage."""
+    rng = np.random.default_rng(5)
+
+    def wide(rows: Rows) -> Rows:
+        base = shifted(rows.level, np.quantile(_truth_of(rows) - rows.level, [.02, .5, .98]))
+        return Rows(rows.order, rows.X, rows.level, rows.scale, base, rows.truth)
+
+    parts = [wide(_cluster(rng, 600, slope, 1.0, name)) for name, slope in enumerate((12.0, -12.0, 12.0, -12.0))]
+    model = QuantileModel({"max_iter": 30}).fit(parts)
+    assert model.blend == 0.0 and model.widen < 1.0
+    test = wide(_cluster(rng, 1500, 12.0, 1.0, 4.0))
+    q = model.predict(Rows(test.order, test.X, test.level, test.scale, test.base))
+    assert coverage(_truth_of(test), test.base) > 0.9
+    assert 0.74 <= coverage(_truth_of(test), q) <= 0.86
+    assert pinball(_truth_of(test), q) < pinball(_truth_of(test), test.base)
+
+
+def _truth_of(rows: Rows) -> np.ndarray:
+    assert rows.truth is not None
+    return rows.truth
