@@ -1,28 +1,28 @@
 """Quantile forecasts (p10, p50, p90) of a load target ``h`` bins ahead, from any feature matrix.
 
 Model: three scikit-learn ``HistGradientBoostingRegressor`` with the quantile loss (0.1, 0.5, 0.9) on the change
-from a reference (``Rows.level``: the value now, or the job model's expectation) divided by a scale (the
+from a reference (``Rows.level``: the baseline's median, or the job model's expectation) divided by a scale (the
 partition's capacity), pooled over every series given to ``fit``. The
 caller builds the rows (``Rows``): the aggregate-bin path (``load_rows``, the features of
 ``models.calendar_features``, the baseline ``models.load_prior``: persistence mixed with the series' levels;
 ``training_rows`` for fitting, each run of origins with the prior of the bins outside it) or the job-table path
 (``models.job_forecast``), so both share the calibration.
 
-Calibration, because a pooled model can be sharper than it should be on a partition it knows less well: two
-numbers are chosen per target and horizon on predictions for rows the models were not fitted on. With several
-series (clusters), out of sample across them: the series are split into folds (series ``i`` in fold
-``i % FOLDS``, so one cluster per fold up to ``FOLDS``), each fold is predicted by models fitted on the other
-folds, and the held-out predictions are pooled: the model will be used on clusters it was not fitted on, and
-later days of the clusters it was fitted on say little about those (docs/decisions/0014). With one series, across
-time:
-fitted on the older 75 % of its origins and judged on the newest 25 %. There, ``blend``, the weight of the model
-against the baseline given in the rows (0 = the baseline only), the weight with the lowest pinball loss; then ``widen``, a factor on the distance of p10 and p90
-from p50: of the factors whose 80 % interval covers 0.78-0.82 of the held-out truths, the one with the lowest
-pinball loss (none: the lowest pinball loss of all; a queue that is empty most of the time is covered by [0, 0]
-whatever the width), though the width stays as it is (factor 1) unless another lowers that loss by more than
-1 %. Last, unless the result beats the baseline alone (blend 0) by at least 1 % in pinball loss on those rows,
-the baseline is kept (blend 0), its width chosen by the same rule. Then the models are refitted on every origin
-(the newest bins matter most) and keep the two numbers. Fits run on one thread (a busy host's OpenMP threads cost more than they give).
+Calibration, because a pooled model can be sharper than it should be on a partition it knows less well: two numbers
+are chosen per target and horizon on predictions for rows the models were not fitted on. With several series
+(clusters), out of sample across them: the series are split into folds (series ``i`` in fold ``i % FOLDS``, so one
+cluster per fold up to ``FOLDS``), each fold is predicted by models fitted on the other folds, and the held-out
+predictions are pooled: the model will be used on clusters it was not fitted on, and later days of the clusters it
+was fitted on say little about those (docs/decisions/0014). With one series, across time: fitted on the older 75 %
+of its origins and judged on the newest 25 %. There, ``blend``, the weight of the model against the baseline given
+in the rows (0 = the baseline only), the weight with the lowest pinball loss; then ``widen``, a factor on the
+distance of p10 and p90 from p50: of the factors whose 80 % interval covers 0.78-0.82 of the held-out truths, the
+one with the lowest pinball loss (none: the lowest pinball loss of all; a queue that is empty most of the time is
+covered by [0, 0] whatever the width), though the width stays as it is (factor 1) unless another lowers that loss
+by more than 1 %. Last, unless the result beats the baseline alone (blend 0) by at least 1 % in pinball loss on
+those rows, the baseline is kept (blend 0), its width chosen by the same rule. Then the models are refitted on
+every origin (the newest bins matter most) and keep the two numbers. Fits run on one thread (a busy host's OpenMP
+threads cost more than they give).
 
 ``arrays`` / ``from_arrays`` turn a fitted model into named numpy arrays and back (its trees are
 ``models.forecast_trees.Trees``), so it is stored without pickle and predicts without scikit-learn.
@@ -58,7 +58,7 @@ class Rows:
 
     order: np.ndarray  # origin index (time order inside the series)
     X: np.ndarray
-    level: np.ndarray  # value at the origin
+    level: np.ndarray  # the reference the model's change is from: the baseline's median, or the job expectation
     scale: np.ndarray  # GPUs per unit of the model's target (capacity)
     base: np.ndarray  # (n, 3) baseline quantiles at origin + h
     truth: np.ndarray | None = None  # value at origin + h (fitting only)
@@ -197,13 +197,16 @@ def relative(m: np.ndarray) -> np.ndarray:
 # ----- the aggregate-bin path ------------------------------------------------------------------------------------
 def load_rows(s: LoadSeries, target: str, origins: np.ndarray, h: int, prior: LoadPrior | np.ndarray,
               with_truth: bool = True) -> Rows:
-    """Rows of a binned load series: the calendar features, and as baseline the ``prior`` (persistence mixed
-    with the series' levels, ``models.load_prior``) or, given change quantiles, persistence plus those."""
+    """Rows of a binned load series: the calendar features (relative to the value now), as baseline the
+    ``prior`` (persistence mixed with the series' levels, ``models.load_prior``) or, given change quantiles,
+    persistence plus those, and the baseline's median as the reference the model's change is from (chosen over
+    the value now on a validation split: docs/benchmarks.md)."""
     f = SeriesFeatures(s.columns[target], s.columns[OTHER[target]], s.capacity, s.ts)
     y = s.columns[target]
     k = np.asarray(origins, dtype=int)
     base = prior.quantiles(y[k]) if isinstance(prior, LoadPrior) else shifted(y[k], prior)
-    return Rows(k, relative(f.matrix(k, h)), y[k], f.scale[k], base, y[k + h] if with_truth else None)
+    return Rows(k, relative(f.matrix(k, h)), base[:, 1].copy(), f.scale[k], base,
+                y[k + h] if with_truth else None)
 
 
 def fit_load_models(history: Sequence[LoadSeries], targets: Sequence[str], horizons: Sequence[int],
