@@ -81,6 +81,10 @@ def test_bench_adds_pinball_and_coverage_at_1h_to_24h_beside_the_baselines(resul
     goal = result["quantile_goal"]["by"]["running_gpu_num.6h"]
     assert goal["best_baseline"] == "seasonal_day" and goal["needs"] == 0.15
     assert "smape" in result["model"] and "10m" in result["model"]["smape"]["running_gpu_num"]
+    # the model's own baseline alone, and its weight of persistence, for what the trees add over it
+    prior = result["model_prior"]
+    assert set(prior["pinball"]["pending_gpu_num"]) == horizons
+    assert all(0.9 <= w <= 1.0 for per_h in prior["persistence_weight"].values() for w in per_h.values())
 
 
 def test_bench_forecast_cli_prints_json(trace_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
