@@ -201,6 +201,12 @@ def render_forecast_bench(result: dict[str, Any]) -> str:
                      f"{result['goal']['target_reduction']:.0%}: {verdict}")
     if "quantile_goal" in result:
         lines += ["", *render_quantiles({"goal": result["quantile_goal"], "baselines": result["baselines"]})]
+    if "model_prior" in result:  # what the trees add over the model's own baseline
+        prior = result["model_prior"]
+        lines.append("the model's baseline alone (persistence mixed with the cluster's levels; persistence weight):")
+        lines += [f"  {column:<16}" + "  ".join(f"{h} {v:.3f} ({prior['persistence_weight'][column][h]:g})"
+                                                for h, v in per_h.items())
+                  for column, per_h in prior["pinball"].items()]
     if result["skipped_files"]:
         lines.append(f"skipped (not this format): {', '.join(result['skipped_files'])}")
     return "\n".join(lines)
