@@ -25,7 +25,7 @@ from sentinel.models.quantile_scores import HORIZONS, QUANTILES
 TARGETS = ("running_gpus", "pending_gpus")
 MIN_ROWS = 2 * DAY  # training origins a horizon needs (the demand forecaster's own minimum)
 KEYS = "q_keys"  # the blob key listing the set's (target, horizon) pairs; absent in blobs stored before it
-WEIGHTS = "q_prior"  # the blob key of each pair's persistence weight; absent in older blobs (weight 1)
+WEIGHTS = "q_prior"  # the blob key of each pair's persistence weight; a blob without it is not used
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,12 @@ class LoadQuantiles:
 
     @classmethod
     def from_arrays(cls, data: dict[str, np.ndarray]) -> LoadQuantiles | None:
-        """The set stored beside a forecaster, or None when the blob predates it."""
-        if KEYS not in data:
+        """The set stored beside a forecaster, or None when the blob predates it, or predates the prior (its
+        trees forecast the change from the value now, not from the prior's median: refitted, not reused)."""
+        if KEYS not in data or WEIGHTS not in data:
             return None
         keys = [(str(t), int(h)) for t, h in json.loads(data[KEYS].tobytes().decode())]
-        weights = data[WEIGHTS] if WEIGHTS in data else np.ones(len(keys))
+        weights = data[WEIGHTS]
         return cls({key: QuantileModel.from_arrays(data, f"q{i}_") for i, key in enumerate(keys)},
                    {key: float(w) for key, w in zip(keys, weights, strict=True)})
 
