@@ -28,7 +28,7 @@ from sentinel.benchmarks.quantile_tally import Tally, baselines, render_quantile
 from sentinel.errors import ValidationError
 from sentinel.models.calendar_features import BIN_S, DAY, LOOKBACK, WEEK
 from sentinel.models.forecast import LoadSeries
-from sentinel.models.forecast_quantiles import QuantileModel, Rows, load_rows
+from sentinel.models.forecast_quantiles import QuantileModel, Rows, load_features
 from sentinel.models.job_forecast import JobModel, Jobs, load_at
 from sentinel.models.quantile_scores import HORIZONS as QHORIZONS
 from sentinel.models.quantile_scores import QUANTILES, shifted
@@ -65,9 +65,9 @@ def expected(target: str, jobx: np.ndarray, capacity: float) -> np.ndarray:
 def _rows(s: LoadSeries, target: str, k: np.ndarray, h: int, jobx: np.ndarray, spread: np.ndarray) -> Rows:
     """Rows centred on the job model's expectation: the quantile models learn the truth's spread around it, and
     the baseline they are blended with is the expectation plus its empirical error quantiles in training."""
-    r = load_rows(s, target, k, h, np.zeros(3))
+    X, scale = load_features(s, target, k, h)
     centre = expected(target, jobx, float(s.capacity[0]))
-    return Rows(r.order, np.column_stack([r.X, jobx]), centre, r.scale, shifted(centre, spread), r.truth)
+    return Rows(k, np.column_stack([X, jobx]), centre, scale, shifted(centre, spread), s.columns[target][k + h])
 
 
 def run_forecast_jobs_bench(trace: Path, submit_col: str, start_col: str, end_col: str, gpus_col: str,

@@ -40,7 +40,7 @@ from sentinel.models.calendar_features import LOOKBACK, SeriesFeatures
 from sentinel.models.forecast import OTHER, LoadSeries
 from sentinel.models.forecast_trees import Trees
 from sentinel.models.load_prior import LoadPrior, choose_weight
-from sentinel.models.quantile_scores import QUANTILES, coverage, pinball, shifted
+from sentinel.models.quantile_scores import QUANTILES, coverage, pinball
 
 PARAMS: dict[str, Any] = {"loss": "quantile", "max_iter": 60, "learning_rate": 0.05, "max_leaf_nodes": 15,
                           "min_samples_leaf": 40, "early_stopping": False, "random_state": 0}
@@ -111,7 +111,7 @@ class QuantileModel:
                                       np.concatenate([(_truth(p) - p.level) / p.scale for p in train]))
             held += test
             raw += [self._raw(p) for p in test]
-        return _rows_where(held, np.ones(sum(len(p.order) for p in held), bool)), np.vstack(raw)
+        return _rows_where(held), np.vstack(raw)
 
     def _calibrate(self, held: Rows, model: np.ndarray) -> None:
         truth = _truth(held)
@@ -154,7 +154,11 @@ def _truth(rows: Rows) -> np.ndarray:
     return rows.truth
 
 
-def _rows_where(parts: Sequence[Rows], mask: np.ndarray) -> Rows:
+def _rows_where(parts: Sequence[Rows], mask: np.ndarray | None = None) -> Rows:
+    """The rows of ``parts`` one after another, only those ``mask`` keeps (all without one)."""
+    if mask is None:
+        mask = np.ones(sum(len(p.order) for p in parts), bool)
+
     def cat(name: str) -> np.ndarray:
         return np.concatenate([getattr(p, name) for p in parts])[mask]
 
@@ -195,18 +199,23 @@ def relative(m: np.ndarray) -> np.ndarray:
 
 
 # ----- the aggregate-bin path ------------------------------------------------------------------------------------
-def load_rows(s: LoadSeries, target: str, origins: np.ndarray, h: int, prior: LoadPrior | np.ndarray,
-              with_truth: bool = True) -> Rows:
-    """Rows of a binned load series: the calendar features (relative to the value now), as baseline the
-    ``prior`` (persistence mixed with the series' levels, ``models.load_prior``) or, given change quantiles,
-    persistence plus those, and the baseline's median as the reference the model's change is from (chosen over
-    the value now on a validation split: docs/benchmarks.md)."""
+def load_features(s: LoadSeries, target: str, origins: np.ndarray, h: int) -> tuple[np.ndarray, np.ndarray]:
+    """The calendar features of origins of a binned load series (relative to the value now) and their scale."""
     f = SeriesFeatures(s.columns[target], s.columns[OTHER[target]], s.capacity, s.ts)
+    k = np.asarray(origins, dtype=int)
+    return relative(f.matrix(k, h)), f.scale[k]
+
+
+def load_rows(s: LoadSeries, target: str, origins: np.ndarray, h: int, prior: LoadPrior,
+              with_truth: bool = True) -> Rows:
+    """Rows of a binned load series: ``load_features``, as baseline the ``prior`` (persistence mixed with the
+    series' levels, ``models.load_prior``), and its median as the reference the model's change is from (chosen
+    over the value now on a validation split: docs/benchmarks.md)."""
     y = s.columns[target]
     k = np.asarray(origins, dtype=int)
-    base = prior.quantiles(y[k]) if isinstance(prior, LoadPrior) else shifted(y[k], prior)
-    return Rows(k, relative(f.matrix(k, h)), base[:, 1].copy(), f.scale[k], base,
-                y[k + h] if with_truth else None)
+    X, scale = load_features(s, target, k, h)
+    base = prior.quantiles(y[k])
+    return Rows(k, X, base[:, 1].copy(), scale, base, y[k + h] if with_truth else None)
 
 
 def fit_load_models(history: Sequence[LoadSeries], targets: Sequence[str], horizons: Sequence[int],
@@ -230,4 +239,4 @@ def training_rows(s: LoadSeries, target: str, h: int, weight: float) -> Rows:
     y = s.columns[target]
     runs = [load_rows(s, target, k, h, LoadPrior.outside(y, h, lo, hi, weight))
             for k, lo, hi in LoadPrior.blocks(np.arange(LOOKBACK, len(s) - h), h)]
-    return _rows_where(runs, np.ones(sum(len(r.order) for r in runs), bool))
+    return _rows_where(runs)

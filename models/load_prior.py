@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sentinel.models.quantile_scores import QUANTILES, pinball
+from sentinel.models.quantile_scores import QUANTILES, pinball, shifted
 
 # Persistence's share, 1.0 first (ties keep it). Only 0.9 besides: on a split inside the Helios training weeks
 # (prior from days 1-14, judged on 15-21) the lower weights that the older bins preferred were far worse on the
@@ -68,8 +68,7 @@ class LoadPrior:
         """``(n, 3)`` quantiles p10, p50, p90 of the mixture at each value now in ``level``, floored at 0."""
         level = np.asarray(level, dtype=float)
         if self.weight >= 1.0:  # persistence alone: the change quantiles shifted, no search needed
-            change = np.quantile(self.changes, QUANTILES)
-            return np.sort(np.maximum(level[:, None] + change[None, :], 0.0), axis=1)
+            return shifted(level, np.quantile(self.changes, QUANTILES))
         lo = np.minimum(level + self.changes[0], self.levels[0]) - 1.0
         hi = np.maximum(level + self.changes[-1], self.levels[-1])
         out = []
