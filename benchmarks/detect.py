@@ -29,7 +29,7 @@ from sentinel import codec
 from sentinel.actuator.steps import DryRunActuator
 from sentinel.benchmarks.baselines import ReactiveBaseline, Signal, ThresholdBaseline
 from sentinel.clock import ManualClock
-from sentinel.config import from_mapping
+from sentinel.config import AlertsConfig, HysteresisConfig, from_mapping
 from sentinel.daemon import build_pipeline, open_repository
 from sentinel.metrics import Metrics
 from sentinel.sim import groundtruth, scenario
@@ -42,11 +42,47 @@ from sentinel.transport import LOGS, TELEMETRY
 GRACE_S = 300.0
 BENIGN_WINDOW_S = 3600.0  # a false drain on a node within this long after its benign event is an action on it
 FALSE_LIST_MAX = 50  # false alerts listed in the JSON (all are counted)
+QUIET_S = HysteresisConfig().quiet_s  # an incident (a node episode) ends this long after its last finding
+FLAP_HOLD_S = AlertsConfig().flap_hold_s
 
 
-def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> dict[str, Any]:
+def episodes(signals: list[Signal], quiet_s: float = QUIET_S, hold_s: float = FLAP_HOLD_S) -> list[Signal]:
+    """Signals as an operator is paged for them: one per node episode. An episode ends ``quiet_s`` after its last
+    signal; a signal that comes within ``hold_s`` after an episode ended is held (not sent), as Sentinel holds a
+    flapping alert. How the static baseline is counted beside Sentinel's graded alerts."""
+    out: list[Signal] = []
+    last: dict[str, float] = {}
+    for sig in sorted(signals, key=lambda x: x.ts_s):
+        prev = last.get(sig.node)
+        if prev is None or sig.ts_s - prev > quiet_s + hold_s:
+            out.append(Signal(sig.node, sig.ts_s, False, sig.why))
+        last[sig.node] = sig.ts_s
+    return out
+
+
+def _off_window(alerts: list[Signal], faults: list[TruthEvent],
+                slow: list[TruthEvent]) -> tuple[list[Signal], list[Signal]]:
+    """Alerts outside every fault's window, split into (on a node whose fault already happened, the rest). A
+    fail-slow GPU stays slow from its onset on: an alert on its node from then on is a true one."""
+    failed: list[Signal] = []
+    false: list[Signal] = []
+    for s in alerts:
+        if any(f.node == s.node and f.precursor_start_s <= s.ts_s <= f.failure_s + GRACE_S for f in faults) or \
+                any(f.node == s.node and s.ts_s >= f.failure_s for f in slow):
+            continue
+        # A node whose fault already happened is out of service (nothing resumes it here): alerts on it are not
+        # alerts on a healthy node, so they are counted apart.
+        (failed if any(f.node == s.node and s.ts_s > f.failure_s for f in faults) else false).append(s)
+    return failed, false
+
+
+def score(signals: list[Signal], truth: list[TruthEvent], node_days: float,
+          findings: list[Signal] | None = None) -> dict[str, Any]:
+    """``signals``: drains and operator-facing alerts; ``findings``: the raw findings (or threshold crossings)
+    behind the alerts (None: the alerts are the findings)."""
     faults = [e for e in truth if e.kind == "fault" and e.needs_drain]
     drains = sorted((s for s in signals if s.drain), key=lambda s: s.ts_s)
+    alerts = [s for s in signals if not s.drain]
     by_node: dict[str, list[Signal]] = {}
     for s in signals:
         by_node.setdefault(s.node, []).append(s)
@@ -54,11 +90,15 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
     caught: dict[str, list[TruthEvent]] = {}
     leads: dict[str, list[float]] = {}
     precursor_leads: list[float] = []
+    alert_leads: list[float] = []
     ahead = 0  # caught by a drain before the failure (the job checkpointed and moved in time)
     delays: list[float] = []
     for fault in faults:
         window = [s for s in by_node.get(fault.node, [])
                   if fault.precursor_start_s <= s.ts_s <= fault.failure_s + GRACE_S]
+        if fault.has_precursor:
+            first_alert = min((s.ts_s for s in window if not s.drain), default=fault.failure_s)
+            alert_leads.append(max(0.0, fault.failure_s - first_alert))
         used.update(i for i, d in enumerate(drains) if d.node == fault.node and
                     fault.precursor_start_s <= d.ts_s <= fault.failure_s + GRACE_S)
         drain = next((s for s in window if s.drain), None)
@@ -77,14 +117,9 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         if not fault.has_precursor and drain is not None and not earlier:
             delays.append(max(0.0, drain.ts_s - fault.failure_s))
     false = [d for i, d in enumerate(drains) if i not in used]
-    off_window = [s for s in signals if not s.drain and not any(
-        f.node == s.node and f.precursor_start_s <= s.ts_s <= f.failure_s + GRACE_S for f in faults)]
-    # A node whose fault already happened is out of service (nothing resumes it here): findings on it are not
-    # alerts on a healthy node, so they are counted apart.
-    failed: list[Signal] = []
-    false_alerts: list[Signal] = []
-    for s in off_window:
-        (failed if any(f.node == s.node and s.ts_s > f.failure_s for f in faults) else false_alerts).append(s)
+    slow = [e for e in truth if e.cls == "fail_slow"]
+    failed, false_alerts = _off_window(alerts, faults, slow)
+    _, false_findings = _off_window(alerts if findings is None else findings, faults, slow)
     benign = [e for e in truth if e.kind in ("benign", "storm")]
     tp, fp = sum(len(v) for v in caught.values()), len(false)
     precision = tp / (tp + fp) if tp + fp else None
@@ -102,16 +137,24 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         group = [f for f in faults if f.has_precursor is warned]
         hit = sum(1 for v in caught.values() for f in v if f.has_precursor is warned)
         split[label] = {"faults": len(group), "caught": hit, "recall": round(hit / len(group), 3) if group else None}
+
+    def rate(n: int) -> float | None:
+        return round(n * 1000 / node_days, 2) if node_days else None
+
     return {
         "faults": len(faults), "caught": tp, "drained_before_failure": ahead, "drains": len(drains),
         "false_drains": fp,
         "precision": _r(precision), "recall": _r(recall), "f1": round(f1, 3),
         "lead_time_median_s": _q(all_leads, 0.5), "lead_time_p10_s": _q(all_leads, 0.1),
         "lead_time_precursor_median_s": _q(precursor_leads, 0.5),
+        "alert_lead_precursor_median_s": _q(alert_leads, 0.5),
         "detection_delay_median_s": _q(delays, 0.5),
-        "false_drains_per_1000_node_days": round(fp * 1000 / node_days, 2) if node_days else None,
-        "false_alerts_per_1000_node_days": round(len(false_alerts) * 1000 / node_days, 2) if node_days else None,
+        "false_drains_per_1000_node_days": rate(fp),
+        "false_alerts_per_1000_node_days": rate(len(false_alerts)),
+        "false_findings_per_1000_node_days": rate(len(false_findings)),
+        "alerts_per_1000_node_days": rate(len(alerts)),
         "false_alerts_by_rule": dict(Counter(s.why for s in false_alerts).most_common()),
+        "false_findings_by_rule": dict(Counter(s.why for s in false_findings).most_common()),
         "false_alert_list": [{"node": s.node, "t_s": round(s.ts_s, 1), "why": s.why[:160]}
                              for s in false_alerts[:FALSE_LIST_MAX]],
         "findings_after_failure": len(failed),
@@ -121,6 +164,13 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> d
         "by_class": by_class,
         **split,
     }
+
+
+def score_baseline(signals: list[Signal], truth: list[TruthEvent], node_days: float) -> dict[str, Any]:
+    """A baseline scored as its tools page: every threshold crossing (drains included) is an alert, one per node
+    episode (``episodes``); its drains are scored as they are."""
+    drains = [s for s in signals if s.drain]
+    return score(drains + episodes(signals), truth, node_days, findings=[s for s in signals if not s.drain])
 
 
 STRAGGLER_GOAL_S = 20.0
@@ -145,8 +195,11 @@ class _Feed:
         return chosen
 
 
-def straggler_score(findings: list[dict[str, Any]], truth: list[TruthEvent], start: float) -> dict[str, Any]:
-    """Fail-slow faults found by a straggler finding on their GPU within STRAGGLER_GOAL_S of onset."""
+def straggler_score(findings: list[dict[str, Any]], truth: list[TruthEvent], start: float, step_s: float,
+                    alerts: list[Signal] | None = None, node_days: float = 0.0) -> dict[str, Any]:
+    """Fail-slow faults found by a straggler finding on their GPU, and how soon: within STRAGGLER_GOAL_S of onset
+    (``share_within_20s``) and within max(STRAGGLER_GOAL_S, two sampling intervals) (``share_within_2_steps``);
+    straggler findings and operator-facing alerts graded on one (``alerts``) on GPUs or nodes with no such fault."""
     slow = [e for e in truth if e.cls == "fail_slow"]
     delays = []
     for e in slow:
@@ -156,11 +209,18 @@ def straggler_score(findings: list[dict[str, Any]], truth: list[TruthEvent], sta
         if hits:
             delays.append(min(hits))
     within = sum(1 for d in delays if d <= STRAGGLER_GOAL_S)
+    two_steps = sum(1 for d in delays if d <= max(STRAGGLER_GOAL_S, 2 * step_s))
+    false_alerts = [a for a in alerts or [] if "straggler-clock" in a.why
+                    and not any(a.node == e.node for e in slow)]
     return {"faults": len(slow), "found": len(delays), "found_within_20s": within,
             "share_within_20s": round(within / len(slow), 3) if slow else None,
+            "found_within_2_steps": two_steps,
+            "share_within_2_steps": round(two_steps / len(slow), 3) if slow else None,
             "delay_median_s": _q(delays, 0.5),
             "false_findings": sum(1 for f in findings if f["kind"] == "straggler" and not any(
-                f["node"] == e.node and f["gpu_index"] == e.gpu for e in slow))}
+                f["node"] == e.node and f["gpu_index"] == e.gpu for e in slow)),
+            "false_alerts": len(false_alerts),
+            "false_alerts_per_1000_node_days": round(len(false_alerts) * 1000 / node_days, 2) if node_days else None}
 
 
 def _r(x: float | None) -> float | None:
@@ -178,7 +238,8 @@ class Replay:
     sc: scenario.Scenario
     truth: list[TruthEvent]
     index: dict[str, int]
-    ours: list[Signal]
+    ours: list[Signal]  # drains and operator-facing alerts
+    raw: list[Signal]  # the findings behind the alerts (warning and up)
     baselines: dict[str, list[Signal]]
     findings: list[dict[str, Any]]
     start_ts: float
@@ -251,8 +312,11 @@ def replay(sc: scenario.Scenario, fed: list[int], event_windows: bool, max_steps
                 if d["mode"] == "execute" and d["action"] in ("drain_requeue", "checkpoint_drain_requeue")
                 and d["ts"] - start >= kept_from_s]
         findings = [f for f in pipeline.repo.table("findings") if f["ts"] - start >= kept_from_s]
-        ours += [Signal(f["node"], f["ts"] - start, False, f["rule"]) for f in findings
-                 if f["severity"] in ("warning", "critical", "fatal")]
+        raw = [Signal(f["node"], f["ts"] - start, False, f["rule"]) for f in findings
+               if f["severity"] in ("warning", "critical", "fatal")]
+        ours += [Signal(i["node"], i["alert_ts"] - start, False, i["alert_reason"].split(" | ")[0])
+                 for i in pipeline.repo.table("incidents", order_by="opened_ts")
+                 if i["alert_ts"] is not None and not i["alert_held"] and i["alert_ts"] - start >= kept_from_s]
         breaker = pipeline.repo.load_breaker()
         scorer = pipeline.detector.hazard
         model_info = {"name": scorer.name, "rows_scored": scorer.rows_scored,
@@ -260,7 +324,7 @@ def replay(sc: scenario.Scenario, fed: list[int], event_windows: bool, max_steps
                       "fit_s": scorer.model.report.get("fit_s"),
                       "scoring_rows_per_s": round(scorer.rows_scored / scorer.score_s) if scorer.score_s else None,
                       "validation": scorer.model.report.get("validation")} if scorer else None
-    return Replay(sc, truth, fleet.index, ours, seen, findings, start, fed, event_nodes, feed.node_steps - counted,
+    return Replay(sc, truth, fleet.index, ours, raw, seen, findings, start, fed, event_nodes, feed.node_steps - counted,
                   steps, bool(breaker and breaker.is_open), model_info)
 
 
@@ -286,8 +350,9 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
     whole_run = set() if event_windows else event_nodes
     fed = sorted(i for i in range(sc.nodes) if i in whole_run or rng.random() < healthy_sample)
     r = replay(sc, fed, event_windows, max_steps, max_fraction, model, progress)
-    result = score(r.ours, r.truth, r.node_days)
-    result["stragglers"] = straggler_score(r.findings, r.truth, r.start_ts)
+    result = score(r.ours, r.truth, r.node_days, findings=r.raw)
+    result["stragglers"] = straggler_score(r.findings, r.truth, r.start_ts, sc.step_s,
+                                           [x for x in r.ours if not x.drain], r.node_days)
     result["model"] = r.model
     nodes_fed = len(set(fed) | event_nodes) if event_windows else len(fed)
     result.update({"scenario": sc.name, "background": background, "max_fraction": max_fraction,
@@ -295,14 +360,15 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
                    "event_windows": event_windows,
                    "node_days": round(r.node_days, 2), "steps": r.steps,
                    "breaker_open": r.breaker_open,
-                   "baselines": {b: score(s, r.truth, r.node_days) for b, s in r.baselines.items()}})
+                   "baselines": {b: score_baseline(s, r.truth, r.node_days) for b, s in r.baselines.items()}})
     return result
 
 
 def render_detect(r: dict[str, Any]) -> str:
     keys = ["precision", "recall", "f1", "lead_time_median_s", "lead_time_p10_s", "lead_time_precursor_median_s",
-            "detection_delay_median_s",
-            "false_drains_per_1000_node_days", "false_alerts_per_1000_node_days", "benign_actions"]
+            "alert_lead_precursor_median_s", "detection_delay_median_s",
+            "false_drains_per_1000_node_days", "false_alerts_per_1000_node_days", "false_findings_per_1000_node_days",
+            "alerts_per_1000_node_days", "benign_actions"]
     rows = [{"metric": k, "sentinel": r[k], "threshold": r["baselines"]["threshold"][k],
              "reactive": r["baselines"]["reactive"][k]} for k in keys]
     for split in ("with_precursor", "no_precursor"):
@@ -313,8 +379,9 @@ def render_detect(r: dict[str, Any]) -> str:
     classes = [{"class": c, **v} for c, v in r["by_class"].items()]
     st = r["stragglers"]
     model = r["model"]
-    tail = (f"\n\nStragglers (fail-slow GPUs): {st['found_within_20s']}/{st['faults']} found within 20 s of onset "
-            f"(median delay {st['delay_median_s']} s), {st['false_findings']} straggler findings elsewhere"
+    tail = (f"\n\nStragglers (fail-slow GPUs): {st['found_within_20s']}/{st['faults']} found within 20 s of onset, "
+            f"{st['found_within_2_steps']} within max(20 s, two samples) (median delay {st['delay_median_s']} s); "
+            f"{st['false_findings']} straggler findings and {st['false_alerts']} straggler alerts elsewhere"
             + (f"\nHazard model {model['name']}: threshold {model['threshold']}, fitted in {model['fit_s']} s; "
                f"{model['rows_scored']} GPU rows scored at {model['scoring_rows_per_s']} rows/s (features + model)"
                if model else "\nRules only (no hazard model)"))

@@ -204,7 +204,7 @@ def _parallel_replay(sc: scenario.Scenario, fed: list[int], steps: int, model: s
                    for i, (a, b) in enumerate(parts)]
         done = [f.result() for f in futures]
     first = done[0]
-    return Replay(sc, first.truth, first.index, [x for r in done for x in r.ours],
+    return Replay(sc, first.truth, first.index, [x for r in done for x in r.ours], [x for r in done for x in r.raw],
                   {name: [x for r in done for x in r.baselines[name]] for name in first.baselines},
                   [x for r in done for x in r.findings], first.start_ts, fed, first.event_nodes,
                   sum(r.node_steps for r in done), steps, any(r.breaker_open for r in done), first.model)

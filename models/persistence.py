@@ -23,6 +23,7 @@ import sklearn
 
 from sentinel.clock import Clock, SystemClock
 from sentinel.errors import ConfigError, ModelRefused
+from sentinel.models import shipped
 from sentinel.models.features import FEATURES
 from sentinel.models.hazard import HazardModel
 
@@ -30,10 +31,10 @@ MODEL_FILE, META_FILE, SIGNATURE_FILE = "model.joblib", "model.json", "model.sig
 
 
 def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str, clock: Clock | None = None,
-         sign_key: bytes | None = None) -> Path:
+         sign_key: bytes | None = None, recipe: dict[str, Any] | None = None, folder: str | None = None) -> Path:
     """Write the model under ``root/name`` and return that directory (refuses to overwrite); with ``sign_key``
     (the service's key), ``model.sig`` holds an HMAC of ``model.json``, which holds the model file's SHA-256."""
-    directory = root / name
+    directory = root / (folder or name)
     if directory.exists():
         raise ConfigError(f"model {name!r} already exists in {root}; choose another --name")
     directory.mkdir(parents=True)
@@ -48,6 +49,8 @@ def save(model: HazardModel, root: Path, name: str, data_hash: str, source: str,
         "versions": {"python": platform.python_version(), "numpy": np.__version__,
                      "scikit_learn": sklearn.__version__},
     }
+    if recipe is not None:
+        meta["recipe"] = recipe
     (directory / META_FILE).write_text(json.dumps(meta, indent=2))
     if sign_key is not None:
         (directory / SIGNATURE_FILE).write_text(_signature(sign_key, (directory / META_FILE).read_bytes()) + "\n")
@@ -81,8 +84,12 @@ def metadata(directory: Path) -> dict[str, Any]:
 
 
 def verify(directory: Path, verify_keys: list[bytes] | None = None) -> None:
-    """Every check ``load`` makes before unpickling: raises ConfigError naming what is wrong."""
-    if verify_keys:
+    """Every check ``load`` makes before unpickling: raises ConfigError naming what is wrong. The shipped model
+    is verified by the SHA-256 pinned in ``models.shipped`` (no site key signs it); any other by ``verify_keys``
+    when given."""
+    if shipped.is_shipped(directory):
+        shipped.verify_pinned(directory)
+    elif verify_keys:
         _check_signature(directory, verify_keys)
     meta = metadata(directory)
     if tuple(meta.get("features", ())) != FEATURES:
@@ -138,7 +145,10 @@ def list_models(root: Path) -> list[dict[str, Any]]:
 
 
 def resolve(spec: str, root: Path) -> Path:
-    """``spec`` is a model directory, a model name under ``root``, or ``latest``."""
+    """``spec`` is ``shipped`` (the packaged model), a model directory, a model name under ``root``, or
+    ``latest`` (the newest under ``root``)."""
+    if spec == shipped.NAME:
+        return shipped.DIRECTORY
     if spec == "latest":
         models = list_models(root)
         if not models:

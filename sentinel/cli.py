@@ -133,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
                   "does it every store.retention.interval_s)").set_defaults(func=cmd_db_prune)
 
     verb("nodes", "list known nodes and their state", cmd_nodes)
-    incidents = verb("incidents", "list incidents, newest first", cmd_incidents)
+    incidents = verb("incidents", "list the incidents that alerted an operator, newest first", cmd_incidents)
+    incidents.add_argument("--all", action="store_true",
+                           help="also incidents whose findings stayed evidence (graded into no alert)")
     incidents.add_argument("--node", help="only this node")
     incidents.add_argument("--since", metavar="DURATION", help="only incidents updated in the last DURATION (1h, 2d)")
     incidents.add_argument("--limit", type=int, default=200, help="at most this many (default 200)")
@@ -187,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--horizon", default="2h", help="predict failures within this horizon (default 2h)")
     train.add_argument("--target-precision", type=float, default=0.95,
                        help="choose the alerting threshold for this precision on held-out nodes (default 0.95)")
+    train.add_argument("--recipe", choices=["shipped"],
+                       help="train by the shipped model's recipe (fleets drawn from the train scenario; seeded)")
+    train.add_argument("--ship", action="store_true",
+                       help="with --recipe shipped in a source checkout: replace the packaged model and its pinned "
+                            "SHA-256 (`make model`)")
     train.add_argument("--name", help="model name (default hazard-YYYYmmdd-HHMMSS)")
     train.add_argument("--models-dir", metavar="DIR", help="where models live (default detector.hazard.models_dir)")
     model = verbs.add_parser("model", help="trained models").add_subparsers(dest="sub", required=True)

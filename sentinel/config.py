@@ -24,6 +24,7 @@ import msgspec
 
 from sentinel.config_actuation import ActuatorConfig, SecurityConfig
 from sentinel.config_agent import AgentConfig, CheckConfig, DcgmConfig, KmsgConfig, NicConfig, NvmlConfig
+from sentinel.config_alerts import AlertRuleConfig, AlertsConfig
 from sentinel.config_detector import DetectorConfig, HazardConfig, StragglerConfig, ThermalRuleConfig
 from sentinel.config_fields import _non_negative, _positive, _Section, require
 from sentinel.config_transport import TransportConfig
@@ -31,8 +32,8 @@ from sentinel.errors import ConfigError
 
 ENV_PREFIX = "SENTINEL__"
 __all__ = [
-    "AgentConfig", "CheckConfig", "Config", "DcgmConfig", "DetectorConfig", "HazardConfig", "KmsgConfig", "NicConfig",
-    "NvmlConfig", "StragglerConfig", "ThermalRuleConfig",
+    "AgentConfig", "AlertRuleConfig", "AlertsConfig", "CheckConfig", "Config", "DcgmConfig", "DetectorConfig",
+    "HazardConfig", "KmsgConfig", "NicConfig", "NvmlConfig", "StragglerConfig", "ThermalRuleConfig",
 ]
 
 
@@ -173,6 +174,7 @@ class Config(_Section, frozen=True):
     transport: TransportConfig = msgspec.field(default_factory=TransportConfig)
     detector: DetectorConfig = msgspec.field(default_factory=DetectorConfig)
     policy: PolicyConfig = msgspec.field(default_factory=PolicyConfig)
+    alerts: AlertsConfig = msgspec.field(default_factory=AlertsConfig)
     actuator: ActuatorConfig = msgspec.field(default_factory=ActuatorConfig)
     security: SecurityConfig = msgspec.field(default_factory=SecurityConfig)
     store: StoreConfig = msgspec.field(default_factory=StoreConfig)

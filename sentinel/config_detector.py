@@ -6,7 +6,7 @@ import math
 
 import msgspec
 
-from sentinel.config_fields import _positive, _Section, require
+from sentinel.config_fields import _non_negative, _positive, _Section, require
 
 
 class ThermalRuleConfig(_Section, frozen=True):
@@ -19,9 +19,10 @@ class ThermalRuleConfig(_Section, frozen=True):
 
 
 class HazardConfig(_Section, frozen=True):
-    """The hazard model (``sentinel train``): off until ``model`` names one."""
+    """The hazard model: the packaged one by default (``models.shipped``), or one a site trained
+    (``sentinel train``)."""
 
-    model: str = ""  # a model directory, a name under models_dir, or "latest"; "" = rules only
+    model: str = "shipped"  # "shipped", a model directory, a name under models_dir, or "latest"; "" = rules only
     models_dir: str = "sentinel-models"
     score_interval_s: float = 60.0  # per node, in sample time
     consecutive: int = 3  # scorings at or above the threshold before a checkpoint-and-drain finding (hysteresis)
@@ -46,12 +47,16 @@ class StragglerConfig(_Section, frozen=True):
 
     clock_ratio: float = 0.8
     sustain_samples: int = 2
-    min_util_pct: float = 50.0
+    # The node's median utilisation must reach this: a slow GPU makes its peers wait at every collective, so a
+    # job held back by one runs its peers at 20-60 %; idle and checkpointing nodes stay below 10 %.
+    min_util_pct: float = 15.0
+    persist_s: float = 300.0  # report the episode again once it has lasted this long (alerts grade on it)
 
     def __post_init__(self) -> None:
         require(0 < self.clock_ratio < 1, "clock_ratio", "must be in (0, 1)", self.clock_ratio)
         require(self.sustain_samples >= 1, "sustain_samples", "must be >= 1", self.sustain_samples)
         require(0 <= self.min_util_pct <= 100, "min_util_pct", "must be in [0, 100]", self.min_util_pct)
+        _non_negative("persist_s", self.persist_s)
 
 
 class HostAnomalyConfig(_Section, frozen=True):

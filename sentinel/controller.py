@@ -20,8 +20,10 @@ import msgspec
 from sentinel import codec
 from sentinel.actuator import LEMON_MARK, OWNED_REASON_PREFIX
 from sentinel.actuator.signing import CommandSigner
+from sentinel.alerts import grading
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
+from sentinel.config_alerts import AlertsConfig
 from sentinel.errors import CodecError
 from sentinel.events import (
     SEVERITY_RANK,
@@ -58,6 +60,7 @@ class ControllerStore(Protocol):
     def resolve_quiet_incidents(self, quiet_since_ts: float, now: float) -> int: ...
     def incident_counts(self, since_ts: float, node: str | None = None) -> dict[str, int]: ...
     def open_incident_count(self) -> int: ...
+    def open_alerts(self) -> dict[str, str]: ...
     def node_states(self, silent_before_ts: float) -> dict[str, int]: ...
     def load_breaker(self) -> BreakerRow | None: ...
     def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> int: ...
@@ -82,6 +85,7 @@ class Controller:
         signer: CommandSigner,
         group: str = "sentinel-controller",
         guards: dict[str, Guard] | None = None,
+        alerts: AlertsConfig | None = None,
     ) -> None:
         """``signer`` comes from the composition root (``daemon.command_signing``): the process's ephemeral key in
         the one-process pipeline, ``security.key_file`` for the separate services."""
@@ -93,6 +97,7 @@ class Controller:
         self.repo = repo
         self.config = config
         self.guards = guards
+        self.alerts = alerts if alerts is not None else AlertsConfig()
         self.metrics = metrics
         self.clock = clock
         self.group = group
@@ -158,6 +163,7 @@ class Controller:
         """Set the gauges whose truth is in the store (so a restarted controller shows an open breaker at once)."""
         self._refreshed_ts = now
         self.metrics.open_incidents.set(self.repo.open_incident_count())
+        self.metrics.set_node_alerts(self.repo.open_alerts())
         for state, count in self.repo.node_states(now - SILENT_AFTER_S).items():
             self.metrics.nodes.labels(state).set(count)
         breaker = self.repo.load_breaker()
@@ -185,7 +191,11 @@ class Controller:
                 return None
             incident = self._incident_for(finding, incident, now)
             unit.save_incident(incident)
-            unit.add_finding(finding, incident.id)
+            new_finding = unit.add_finding(finding, incident.id)
+            alerted = self._grade(unit, incident, finding, now) if incident.alert_ts is None and new_finding else None
+            if alerted is not None:
+                incident = alerted
+                unit.save_incident(incident)
             facts = self._facts(unit, incident, breaker)
             request = engine.operator_request(incident, finding, facts, self.config, now)
             new_request = request is not None and unit.add_decision(request)
@@ -200,6 +210,8 @@ class Controller:
                     command = self._command(decision, incident, now, engine.is_lemon(facts, self.config))
                     unit.add_command(command)
         # committed: count, log, and let the outbox publish
+        if alerted is not None:
+            self._count_alert(alerted)
         if request is not None and new_request:
             self.metrics.decisions.labels(request.action.value, request.mode.value).inc()
             log.info("operator queue: %s on %s (%s)", request.action, request.node, request.reason)
@@ -217,6 +229,28 @@ class Controller:
             self.metrics.commands_issued.labels(command.action.value).inc()
             self._fresh = True
         return decision
+
+    def _grade(self, unit: Unit, incident: Incident, finding: Finding, now: float) -> Incident | None:
+        """The incident as an operator-facing alert when ``finding`` grades it so (sentinel.alerts.grading);
+        held (shown, not sent again) when the node's previous alert ended within ``alerts.flap_hold_s``."""
+        alerts = self.alerts
+        window = max(alerts.corroborate_s, alerts.repeat_window_s)
+        reason = grading.grade(finding, unit.node_findings(finding.node, finding.observed_ts - window), alerts)
+        if reason is None:
+            return None
+        ended = unit.last_alert_end(finding.node, now)
+        held = ended is not None and now - ended < alerts.flap_hold_s
+        if held and ended is not None:
+            reason += f" | held: the node's previous alert ended {now - ended:.0f} s ago (flapping)"
+        return msgspec.structs.replace(incident, alert_ts=now, alert_reason=reason[:4096], alert_held=held)
+
+    def _count_alert(self, incident: Incident) -> None:
+        if incident.alert_held:
+            self.metrics.alerts_held.inc()
+            log.info("alert held on %s (flapping): %s", incident.node, incident.alert_reason)
+            return
+        self.metrics.alerts.labels(incident.kind.value).inc()
+        log.info("alert on %s: %s (%s)", incident.node, incident.summary, incident.alert_reason)
 
     def _facts(self, unit: Unit, incident: Incident, breaker: BreakerRow) -> engine.Facts:
         node = incident.node
@@ -246,12 +280,9 @@ class Controller:
                 finding_ids=[finding.id],
             )
         worse = SEVERITY_RANK[finding.severity] > SEVERITY_RANK[incident.severity]
-        return Incident(
-            id=incident.id,
-            node=incident.node,
-            opened_ts=incident.opened_ts,
+        return msgspec.structs.replace(
+            incident,
             updated_ts=now,
-            status=incident.status,
             severity=finding.severity if worse else incident.severity,
             kind=finding.kind if worse else incident.kind,
             summary=finding.summary if worse else incident.summary,

@@ -210,6 +210,11 @@ def build_detector(config: Config, clock: Clock, metrics: Metrics, repo: Reposit
     except ModelRefused as exc:  # a refused model must not blind the rules: run on them, loudly
         log.error("the hazard model is refused, detecting with the rules only: %s", exc)
         metrics.model_refused.set(1)
+    if hazard is not None:
+        log.info("hazard model: %s (threshold %.3f, horizon %.0f s)", hazard.name, hazard.threshold,
+                 hazard.model.horizon_s)
+    elif not config.detector.hazard.model:
+        log.info("hazard model: rules only (detector.hazard.model is empty)")
     host = HostAnomaly.from_config(config.detector.host_anomaly) if config.detector.host_anomaly.enabled else None
     return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard, host=host)
 
@@ -221,7 +226,7 @@ def build_effects(config: Config, clock: Clock, metrics: Metrics, repo: Reposito
     signer, verifier = signing
     if actuator is None:
         actuator = build_actuator(config, clock, metrics)
-    controller = Controller(transport, repo, config.policy, metrics, clock, signer=signer)
+    controller = Controller(transport, repo, config.policy, metrics, clock, signer=signer, alerts=config.alerts)
     service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier,
                               journal=StoreJournal(repo.engine), workers=workers,
                               owner=f"{config.node_name()}/actuator")

@@ -257,6 +257,10 @@ class Incident(Record, tag="incident", frozen=True):
     kind: FindingClass
     summary: Text
     finding_ids: list[RecordId] = msgspec.field(default_factory=list)
+    # Set when the incident was graded into an operator-facing alert (sentinel.alerts.grading); None: evidence only.
+    alert_ts: Timestamp | None = None
+    alert_reason: Text = ""
+    alert_held: bool = False  # graded while the node flaps: shown, not sent again
 
 
 class Decision(Record, tag="decision", frozen=True):

@@ -129,6 +129,15 @@ class Metrics:
             ["reason"], registry=r,
         )
         self.open_incidents = Gauge("sentinel_open_incidents", "Incidents not yet resolved.", registry=r)
+        self.alerts = Counter(
+            "sentinel_alerts_total", "Operator-facing alerts raised (one per node episode; docs/alerts.md).",
+            ["kind"], registry=r)
+        self.alerts_held = Counter(
+            "sentinel_alerts_held_total", "Alerts held, not sent again: the node's previous alert had just ended.",
+            registry=r)
+        self.node_alert = Gauge(
+            "sentinel_node_alert", "1 while the node has an open operator-facing alert (docs/alerts.md).",
+            ["node", "kind"], registry=r)
         self.nodes = Gauge(
             "sentinel_nodes",
             "Known nodes by state: reporting, silent (no sample stored recently) or drained (held by Sentinel).",
@@ -196,6 +205,7 @@ class Metrics:
             "sentinel_forecast_generated_timestamp_seconds", "When the latest forecast was made.", registry=r
         )
         self._risk_ts: dict[str, float] = {}
+        self._alerting: set[tuple[str, str]] = set()
         self._model_versions: dict[str, str] = {}
         self._zero_known_series()
 
@@ -209,6 +219,7 @@ class Metrics:
             for mode in Mode:
                 self.decisions.labels(action.value, mode.value)
             self.commands_issued.labels(action.value)
+            self.alerts.labels(kind.value)
         for status in StepStatus:
             self.commands.labels(status.value)
             for step in Step:
@@ -223,6 +234,16 @@ class Metrics:
         _check(0.0 <= probability <= 1.0, f"node risk must be in [0, 1], got {probability!r}")
         self.node_risk.labels(node).set(probability)
         self._risk_ts[node] = now
+
+    def set_node_alerts(self, alerting: dict[str, str]) -> None:
+        """``sentinel_node_alert`` is 1 for exactly the nodes of ``alerting`` (node -> its alert's kind): an alert
+        that resolved loses its series, so the Prometheus alert on it resolves too."""
+        current = {(n, k) for n, k in alerting.items()}
+        for node, kind in self._alerting - current:
+            self.node_alert.remove(node, kind)
+        for node, kind in current:
+            self.node_alert.labels(node, kind).set(1)
+        self._alerting = current
 
     def expire_node_risk(self, now: float, ttl_s: float) -> list[str]:
         """Drop the series of nodes whose risk was not renewed within ``ttl_s``; return those nodes."""

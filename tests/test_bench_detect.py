@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from sentinel.benchmarks.baselines import Signal
-from sentinel.benchmarks.detect import GRACE_S, score
+from sentinel.benchmarks.detect import GRACE_S, episodes, score, score_baseline
 from sentinel.events import TelemetrySample
 from sentinel.sim.groundtruth import TruthEvent
 
@@ -47,6 +47,32 @@ def test_alerts_on_a_healthy_node_are_false_and_findings_on_a_failed_node_are_co
     assert [a["node"] for a in result["false_alert_list"]] == ["n1", "n2"]
 
 
+def test_the_operator_alerts_and_the_raw_findings_behind_them_are_counted_apart() -> None:
+    truth = [_fault("n1", 1000.0, 4000.0)]
+    alerts = [Signal("n1", 2500.0, False, "repeats: pcie-replay-rate"), Signal("n3", 90.0, False, "critical")]
+    raw = [Signal("n2", t, False, "pcie-replay-rate") for t in (10.0, 20.0, 30.0)] + [Signal("n3", 90.0, False)]
+    result = score(alerts + [Signal("n1", 3000.0, True)], truth, 100.0, findings=raw)
+    assert result["false_alerts_per_1000_node_days"] == 10.0 and result["false_findings_per_1000_node_days"] == 40.0
+    assert result["alerts_per_1000_node_days"] == 20.0
+    assert result["alert_lead_precursor_median_s"] == 1500.0  # the first operator alert, not the drain
+
+
+def test_an_alert_on_a_slow_gpus_node_after_its_onset_is_a_true_one() -> None:
+    slow = TruthEvent("s1", "fault", "fail_slow", "n1", 2, 100.0, 100.0, False, False)
+    result = score([Signal("n1", 5000.0, False, "persists: straggler-clock"), Signal("n1", 50.0, False)],
+                   [slow], 1.0)
+    assert result["false_alerts_by_rule"] == {"": 1}  # only the one before the GPU slowed
+
+
+def test_the_static_baseline_pages_once_per_node_episode() -> None:
+    crossings = [Signal("n2", t, False, "pcie-replay>8/min") for t in (0.0, 600.0, 1200.0)]
+    crossings += [Signal("n2", 1200.0 + 3600 + 3600 + 1, False, "pcie-replay>8/min"), Signal("n3", 5.0, True, "x")]
+    assert [(s.node, s.ts_s) for s in episodes(crossings)] == [("n2", 0.0), ("n3", 5.0), ("n2", 8401.0)]
+    result = score_baseline(crossings, [], 1.0)
+    assert result["false_alerts_per_1000_node_days"] == 3000.0 and result["false_drains"] == 1
+    assert result["false_findings_per_1000_node_days"] == 4000.0
+
+
 def test_bench_detect_runs_a_shipped_scenario_with_both_baselines() -> None:
     result = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "detect", "--scenario", "smoke",
                              "--max-fraction", "1", "--model", "none", "--json"],
@@ -55,10 +81,13 @@ def test_bench_detect_runs_a_shipped_scenario_with_both_baselines() -> None:
     data = json.loads(result.stdout)
     for key in ("precision", "recall", "f1", "lead_time_median_s", "lead_time_precursor_median_s",
                 "false_drains_per_1000_node_days", "benign_actions", "by_class", "with_precursor",
-                "drained_before_failure"):
+                "drained_before_failure", "false_alerts_per_1000_node_days", "false_findings_per_1000_node_days",
+                "alerts_per_1000_node_days", "alert_lead_precursor_median_s"):
         assert key in data and key in data["baselines"]["threshold"] and key in data["baselines"]["reactive"]
     assert "recall" in data["with_precursor"] and data["background"] is True
     assert data["faults"] > 0 and data["recall"] is not None and data["benign_actions"] == 0
+    for key in ("share_within_2_steps", "false_findings", "false_alerts"):
+        assert key in data["stragglers"]
 
 
 def test_the_lead_time_of_precursor_faults_is_reported_apart() -> None:

@@ -7,10 +7,11 @@ from tests.rule_runs import run_rules
 
 
 def _sample(ts: float, clocks: list[float] | None = None, util: float = 95.0, symbol: int = 0, recovery: int = 0,
-            downed: int = 0) -> TelemetrySample:
+            downed: int = 0, reasons: list[int] | None = None) -> TelemetrySample:
     clocks = clocks or [1980.0] * 4
-    gpus = [GpuReading(index=i, temp_c=60.0, sm_clock_mhz=c, util_gpu_pct=util, power_w=500.0)
-            for i, c in enumerate(clocks)]
+    reasons = reasons or [0] * len(clocks)
+    gpus = [GpuReading(index=i, temp_c=60.0, sm_clock_mhz=c, util_gpu_pct=util, power_w=500.0,
+                       throttle_reasons=r) for i, (c, r) in enumerate(zip(clocks, reasons, strict=True))]
     nic = NicReading(name="mlx5_0/1", link_layer="infiniband",
                      counters={"symbol_error": symbol, "link_error_recovery": recovery, "link_downed": downed})
     return TelemetrySample(node="n1", ts=ts, gpus=gpus, nics=[nic])
@@ -86,3 +87,30 @@ def test_nodes_without_gpu_peers_or_with_a_gpu_missing_readings_judge_what_is_th
             enumerate([1980.0, 1980.0, 1188.0])] + [GpuReading(index=3, util_gpu_pct=99.0)]  # no clock read
     found = run_rules([TelemetrySample(node="n1", ts=float(t), gpus=gpus) for t in range(3)])
     assert [(f.rule, f.gpu_index) for _, f in found] == [("straggler-clock", 2)]
+
+
+SLOW = [1980.0, 1980.0, 1188.0, 1980.0]
+
+
+def test_a_gpu_slowed_by_a_power_brake_or_cap_is_capped_not_a_straggler() -> None:
+    """NVML's HW power brake (0x80) and SW power cap (0x4) say the rack's or job's power envelope set the clock."""
+    for reason in (0x80, 0x4, 0x80 | 0x8):
+        braked = [_sample(10.0 * k, SLOW, reasons=[0, 0, reason, 0]) for k in range(40)]
+        assert run_rules(braked) == []
+
+
+def test_a_gpu_slowed_by_its_own_heat_is_still_a_straggler() -> None:
+    hot = [_sample(10.0 * k, SLOW, reasons=[0, 0, 0x40, 0]) for k in range(3)]
+    [(_, finding)] = run_rules(hot)
+    assert finding.gpu_index == 2 and finding.evidence["thermal_throttle"] is True
+
+
+def test_a_straggler_is_found_on_a_lightly_loaded_job_whose_peers_wait_for_it() -> None:
+    """Peers of a slow GPU idle at every collective: a job held back runs them at 20-60 % utilisation."""
+    found = run_rules([_sample(10.0 * k, SLOW, util=30.0) for k in range(3)])
+    assert [(ts, f.gpu_index) for ts, f in found] == [(10.0, 2)]
+
+
+def test_a_straggler_that_lasts_is_reported_once_more_with_how_long_it_lasted() -> None:
+    found = run_rules([_sample(10.0 * k, SLOW) for k in range(40)])
+    assert [(ts, f.evidence["duration_s"]) for ts, f in found] == [(10.0, 10.0), (300.0, 300.0)]

@@ -29,7 +29,7 @@ def test_a_model_trained_on_an_export_is_listed_shown_and_scores_a_scenario(tmp_
     trained = json.loads(done.stdout)
     assert trained["model"] == "t1" and trained["positive_rows"] > 0 and 0 < trained["threshold"] < 1
     listed = json.loads(sentinel("model", "list", "--models-dir", str(models), "-o", "json").stdout)
-    assert [m["name"] for m in listed] == ["t1"]
+    assert [(m["name"], m["in_use"]) for m in listed] == [("shipped", True), ("t1", False)]
     shown = json.loads(sentinel("model", "show", "latest", "--models-dir", str(models), "-o", "json").stdout)
     assert shown["features"] == list(FEATURES) and shown["horizon_s"] == 3600.0
     assert len(shown["training"]["data_hash"]) == 64
@@ -46,6 +46,19 @@ def test_a_model_trained_on_an_export_is_listed_shown_and_scores_a_scenario(tmp_
     assert calibration["positive_rows"] > 0 and 0 <= calibration["ece"] <= 1
     assert sum(b["rows"] for b in calibration["bins"]) == calibration["rows"]
     assert all(b["from"] <= b["predicted"] <= b["to"] and 0 <= b["observed"] <= 1 for b in calibration["bins"])
+
+
+def test_with_the_default_config_list_and_status_name_the_shipped_model(tmp_path: Path) -> None:
+    listed = json.loads(sentinel("model", "list", "--models-dir", str(tmp_path / "none"), "-o", "json").stdout)
+    assert [(m["name"], m["in_use"], m["verified"]) for m in listed] == [("shipped", True, "ok")]
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    (tmp_path / "c.toml").write_text(f'[store]\nurl = "{store}"\n')
+    sentinel("--config", str(tmp_path / "c.toml"), "db", "upgrade")
+    status = json.loads(sentinel("--config", str(tmp_path / "c.toml"), "status", "-o", "json").stdout)
+    assert status["hazard_model"] == "shipped" and status["hazard_model_verified"] == "ok"
+    (tmp_path / "c.toml").write_text(f'[store]\nurl = "{store}"\n[detector.hazard]\nmodel = ""\n')
+    status = json.loads(sentinel("--config", str(tmp_path / "c.toml"), "status", "-o", "json").stdout)
+    assert status["hazard_model"] == "rules only"
 
 
 def test_training_on_a_folder_that_is_not_an_export_fails_clearly(tmp_path: Path) -> None:

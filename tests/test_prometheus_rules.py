@@ -66,6 +66,6 @@ def test_every_alert_has_a_severity_and_a_runbook_section_that_exists() -> None:
 
 def test_the_alerts_the_operations_issue_asks_for_exist() -> None:
     names = {a["alert"] for a in alerts()}
-    assert {"SentinelNodeAtRisk", "SentinelFatalGpuFault", "SentinelBreakerOpen", "SentinelPipelineLag",
+    assert {"SentinelNodeAlert", "SentinelFatalGpuFault", "SentinelBreakerOpen", "SentinelPipelineLag",
             "SentinelDeadLetters", "SentinelAgentAbsent", "SentinelActuatorFailures",
             "SentinelForecastCapacityShortfall"} <= names

@@ -29,6 +29,9 @@ from sentinel.models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
 SYMBOL_MIN_COUNT = 10
 # NVSentinel: link_error_recovery > 5/min is degradation.
 RECOVERY_PER_H = 300.0
+# NVML clock-event reasons that say the power envelope, not the GPU, sets the clock: SW power cap 0x4, HW power
+# brake 0x80 (asserted by the system or rack power supply, nvml.h). A GPU slowed by them is capped, not failing.
+POWER_CAP_MASK = 0x4 | 0x80
 _UTIL, _CLOCK = GPU_FIELDS.index("util_pct"), GPU_FIELDS.index("sm_clock_mhz")
 
 
@@ -76,7 +79,9 @@ def infiniband_rules(window: NodeWindow, sample: SampleView, now: float) -> list
 
 def straggler_rule(window: NodeWindow, sample: SampleView, config: StragglerConfig,
                    now: float, readings: Sequence[Sequence[float]] | None = None) -> list[Finding]:
-    """A busy GPU whose SM clock lags its node peers' median for ``sustain_samples`` samples in a row.
+    """A busy GPU whose SM clock lags its node peers' median for ``sustain_samples`` samples in a row, with no
+    power-cap clock-event reason set (a power brake or cap is the rack's or the job's envelope, not the GPU).
+    Reported when it starts and once more when it has lasted ``persist_s`` (evidence ``duration_s``).
 
     Data-parallel peers run the same kernels in lock-step, so one slow GPU stretches every step of the job
     (fail-slow; Minder, NSDI'25, and the Llama 3 report's stragglers). Alert only: the GPU still works, and the
@@ -105,25 +110,35 @@ def straggler_rule(window: NodeWindow, sample: SampleView, config: StragglerConf
         window.slow_streak.clear()
         return out
     ratio = clock / peer_clock
+    capped = series["throttle"][-1] & POWER_CAP_MASK
     for gpu in range(len(clock)):
-        if not ratio[gpu] < config.clock_ratio:
+        if capped[gpu] or not ratio[gpu] < config.clock_ratio:
             window.slow_streak.pop(gpu, None)
-            if ratio[gpu] >= (1 + config.clock_ratio) / 2:  # hysteresis before an episode ends
+            if capped[gpu] or ratio[gpu] >= (1 + config.clock_ratio) / 2:  # hysteresis before an episode ends
                 window.slow_reported.discard(gpu)
+                window.slow_persisted.discard(gpu)
             continue
         streak = window.slow_streak[gpu] = window.slow_streak.get(gpu, 0) + 1
-        if streak < config.sustain_samples or gpu in window.slow_reported:
+        if streak == 1 and gpu not in window.slow_reported:
+            window.slow_since[gpu] = sample.ts  # a new episode starts
+        since = window.slow_since.setdefault(gpu, sample.ts)
+        lasted = sample.ts - since
+        if streak < config.sustain_samples:
             continue
+        if gpu in window.slow_reported:
+            if not (config.persist_s and gpu not in window.slow_persisted and lasted >= config.persist_s):
+                continue
+            window.slow_persisted.add(gpu)  # once more, to say it persists (docs/alerts.md grades on it)
         window.slow_reported.add(gpu)
         thermal = bool(series["throttle"][-1, gpu] & THERMAL_MASK)
         out.append(make_finding(
             "straggler-clock", FindingClass.STRAGGLER, sample.node, now, sample.ts, Severity.WARNING,
             Recommendation.ALERT, min(1.0, 0.6 + (config.clock_ratio - float(ratio[gpu]))),
             f"GPU {gpu} runs at {ratio[gpu]:.0%} of its peers' SM clock ({clock[gpu]:.0f} vs {peer_clock:.0f} MHz) "
-            f"for {streak} samples: it holds the job back", gpu,
+            f"for {lasted:.0f} s ({streak} samples): it holds the job back", gpu,
             {"sm_clock_mhz": float(clock[gpu]), "peer_median_mhz": peer_clock, "ratio": round(float(ratio[gpu]), 3),
              "util_pct": float(np.nan_to_num(util[gpu])), "power_w": float(np.nan_to_num(power[gpu])),
-             "thermal_throttle": thermal}))
+             "thermal_throttle": thermal, "duration_s": round(lasted, 1)}))
     return out
 
 

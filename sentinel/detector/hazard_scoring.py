@@ -16,7 +16,7 @@ from sentinel.config import HazardConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import GPU_FIELDS, NODE_FIELDS, NodeWindow
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
-from sentinel.models import persistence
+from sentinel.models import persistence, shipped
 from sentinel.models.features import (
     FEATURES,
     XID_AGE_CAP_S,
@@ -188,5 +188,7 @@ def load_scorer(config: HazardConfig, verify_keys: list[bytes] | None = None) ->
     if not config.model:
         return None
     directory = persistence.resolve(config.model, Path(config.models_dir))
-    created = float(persistence.metadata(directory).get("created_ts", 0.0))
-    return HazardScorer(persistence.load(directory, verify_keys), config, directory.name, created)
+    meta = persistence.metadata(directory)
+    created = float(meta.get("created_ts", 0.0))
+    name = shipped.NAME if shipped.is_shipped(directory) else directory.name
+    return HazardScorer(persistence.load(directory, verify_keys), config, name, created)

@@ -85,8 +85,8 @@ class NodeWindow:
 
     __slots__ = ("size", "count", "_gpu", "_base", "_node", "_throttle", "_staged", "_staged_throttle",
                  "_staged_node", "_pending", "last_ts", "lost", "hot_reported", "hot_warned", "slow_streak",
-                 "slow_reported", "ib_rate_reported", "counter_reported", "precursor_xid_ts", "counters_moved",
-                 "ib_moved", "last_key", "last_ib", "last_pcie", "last_crc")
+                 "slow_reported", "slow_since", "slow_persisted", "ib_rate_reported", "counter_reported",
+                 "precursor_xid_ts", "counters_moved", "ib_moved", "last_key", "last_ib", "last_pcie", "last_crc")
 
     def __init__(self, size: int, gpus: int = 8) -> None:
         self.size = size
@@ -107,6 +107,8 @@ class NodeWindow:
         self.hot_warned: set[int] = set()  # GPUs warned of one reading over the thermal limit in this episode
         self.slow_streak: dict[int, int] = {}  # GPU -> consecutive samples lagging its peers (straggler rule)
         self.slow_reported: set[int] = set()
+        self.slow_since: dict[int, float] = {}  # GPU -> first lagging sample of its open episode
+        self.slow_persisted: set[int] = set()  # GPUs whose open episode was reported as persisting
         self.ib_rate_reported = 0  # 0: no open InfiniBand episode; 1: alerted; 2: checkpoint and drain asked
         self.counter_reported: set[tuple[str, int]] = set()  # (rule, GPU) with an open counter warning
         self.precursor_xid_ts: dict[int, float] = {}  # GPU -> time of its last Xid 63/64

@@ -10,11 +10,11 @@ matter is varied, so the model cannot learn it.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -24,8 +24,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from sentinel.clock import ManualClock
 from sentinel.errors import ConfigError
-from sentinel.models import features, hazard, persistence, training
+from sentinel.models import features, hazard, persistence, shipped, training
 from sentinel.models.training import Dataset, Failure, build_dataset
 from sentinel.sim import background, groundtruth, scenario
 from sentinel.sim import fleet as fleet_module
@@ -39,6 +40,8 @@ TARGET_PRECISION = 0.95
 SHIFTED_FLEETS = 6
 SHIFT_NODES = 80
 SHIFT_DURATION_S = 86_400.0
+SHIPPED_FOLDER = "hazard"  # models/shipped/<this>
+RECIPE_TS = 1_796_601_600.0  # 2026-12-07T00:00:00Z: the shipped model's created_ts (the recipe's date)
 
 
 def training_fleets(base: scenario.Scenario, count: int = SHIFTED_FLEETS) -> list[scenario.Scenario]:
@@ -129,24 +132,54 @@ def shifted_dataset(base: str, window: int, horizon_s: float,
     return training.combine(parts), hashlib.sha256("".join(digests).encode()).hexdigest()
 
 
-def cached_model(progress: Callable[[str], None] | None = None) -> str:
-    """The directory of the model trained on the fleets drawn from ``TRAIN_SCENARIO`` with this version's code,
-    training it on first use (a few minutes on 2 cores) into ``$SENTINEL_CACHE`` (default ~/.cache/sentinel)."""
-    root = Path(os.environ.get("SENTINEL_CACHE") or Path.home() / ".cache" / "sentinel") / "models"
+def recipe_digest() -> str:
+    """SHA-256 of what the shipped model's training depends on: the fleets drawn and the code that simulates them,
+    computes the features and fits the model. ``sentinel model show shipped`` says whether it still matches."""
     recipe = hashlib.sha256(msgspec.json.encode(training_fleets(scenario.load(TRAIN_SCENARIO))))
     for module in (features, training, hazard, persistence, background, fleet_module, sys.modules[__name__]):
         recipe.update(Path(str(module.__file__)).read_bytes())
-    name = f"{TRAIN_SCENARIO}-{recipe.hexdigest()[:16]}"
-    if (root / name / persistence.META_FILE).is_file():
-        return str(root / name)
-    if progress is not None:
-        progress(f"training the hazard model on scenario {TRAIN_SCENARIO!r} (first use of this version; cached in "
-                 f"{root})")
-    data, digest = shifted_dataset(TRAIN_SCENARIO, WINDOW_SAMPLES, HORIZON_S)
+    return recipe.hexdigest()
+
+
+def train_shipped(root: Path, progress: Callable[[float], None] | None = None) -> Path:
+    """Train the shipped model by its recipe into ``root/hazard`` (replacing what is there) and return that
+    folder. Byte for byte reproducible on the same versions of Python, numpy and scikit-learn: every draw is
+    seeded and the description carries the recipe's date, not the training time."""
+    fleets = training_fleets(scenario.load(TRAIN_SCENARIO))
+    data, digest = shifted_dataset(TRAIN_SCENARIO, WINDOW_SAMPLES, HORIZON_S, progress)
     model = hazard.fit(data, HORIZON_S, TARGET_PRECISION)
-    staging = root / f".staging-{os.getpid()}"  # saved whole, then moved into place: readers never see half
-    persistence.save(model, staging, name, digest, f"{SHIFTED_FLEETS} fleets drawn from scenario {TRAIN_SCENARIO}")
-    with contextlib.suppress(OSError):  # another process cached the same model first: keep theirs
-        os.rename(staging / name, root / name)
+    model.report["window_samples"] = WINDOW_SAMPLES
+    recipe = {"command": "sentinel train --recipe shipped", "scenario": TRAIN_SCENARIO,
+              "fleets": [{"name": f.name, "seed": f.seed, "nodes": f.nodes, "gpus_per_node": f.gpus_per_node,
+                          "duration_s": f.duration_s, "step_s": f.step_s, "job_nodes": f.job_nodes,
+                          "temp_sd_c": round(f.noise.temp_sd_c, 3), "power_sd_w": round(f.noise.power_sd_w, 3)}
+                         for f in fleets],
+              "horizon_s": HORIZON_S, "target_precision": TARGET_PRECISION, "window_samples": WINDOW_SAMPLES,
+              "digest": recipe_digest()}
+    staging = root / f".staging-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
-    return str(root / name)
+    persistence.save(model, staging, shipped.NAME, digest, f"{len(fleets)} fleets drawn from scenario "
+                     f"{TRAIN_SCENARIO} (the shipped recipe)", clock=ManualClock(RECIPE_TS), recipe=recipe,
+                     folder=SHIPPED_FOLDER)
+    target = root / SHIPPED_FOLDER
+    shutil.rmtree(target, ignore_errors=True)
+    os.rename(staging / SHIPPED_FOLDER, target)
+    shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def pin_shipped(directory: Path, module: Path) -> dict[str, str]:
+    """Write the SHA-256 of the shipped model's files into ``module`` (models/shipped.py's PINNED_SHA256)."""
+    pins = {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+            for name in (persistence.MODEL_FILE, persistence.META_FILE)}
+    text = module.read_text()
+    for name, value in pins.items():
+        text = re.sub(rf'("{re.escape(name)}": )"[0-9a-f]*"', rf'\g<1>"{value}"', text)
+    module.write_text(text)
+    return pins
+
+
+def cached_model(progress: Callable[[str], None] | None = None) -> str:
+    """The model the benchmarks score by default: the shipped one (benchmarks score what ships)."""
+    del progress  # nothing to train: the model comes with the package
+    return str(shipped.DIRECTORY)

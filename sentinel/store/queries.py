@@ -67,9 +67,13 @@ class Queries:
             return [dict(r) for r in conn.execute(query).mappings()]
 
     def incidents(
-        self, node: str | None = None, since_ts: float | None = None, limit: int = 1000
+        self, node: str | None = None, since_ts: float | None = None, limit: int = 1000, alerts_only: bool = False,
     ) -> list[dict[str, Any]]:
+        """Incidents newest first; ``alerts_only``: those graded into an operator-facing alert (the default view of
+        ``sentinel incidents``), the rest being evidence that reached no one."""
         query = select(s.incidents).order_by(s.incidents.c.opened_ts.desc()).limit(limit)
+        if alerts_only:
+            query = query.where(s.incidents.c.alert_ts.is_not(None))
         if node is not None:
             query = query.where(s.incidents.c.node == node)
         if since_ts is not None:
@@ -131,6 +135,14 @@ class Queries:
         with self.engine.connect() as conn:
             total, held, silent = conn.execute(query).one()
         return {"reporting": int(total - held - silent), "silent": int(silent), "drained": int(held)}
+
+    def open_alerts(self) -> dict[str, str]:
+        """Nodes with an open (not resolved) incident graded into an alert, and that incident's kind."""
+        i = s.incidents.c
+        query = (select(i.node, i.kind).where(i.status != IncidentStatus.RESOLVED.value, i.alert_ts.is_not(None))
+                 .order_by(i.opened_ts))
+        with self.engine.connect() as conn:
+            return {str(node): str(kind) for node, kind in conn.execute(query).all()}
 
     def open_incident_count(self) -> int:
         with self.engine.connect() as conn:

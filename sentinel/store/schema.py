@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 
 metadata = MetaData(
@@ -77,6 +78,9 @@ incidents = Table(
     Column("severity", ENUM, nullable=False),
     Column("kind", ENUM, nullable=False),
     Column("summary", Text, nullable=False),
+    Column("alert_ts", Float, nullable=True),  # graded into an operator-facing alert then; NULL: evidence only
+    Column("alert_reason", Text, nullable=False, server_default=""),
+    Column("alert_held", Boolean, nullable=False, server_default=false()),
     Index(None, "node", "opened_ts"),
     Index(None, "status"),
 )

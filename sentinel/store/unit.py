@@ -22,6 +22,7 @@ from sentinel.events import (
     Incident,
     IncidentStatus,
     Mode,
+    Recommendation,
     Severity,
 )
 from sentinel.store import schema as s
@@ -112,6 +113,22 @@ class Unit:
             query = query.where(s.incidents.c.node == node)
         return {str(n): int(c) for n, c in self.conn.execute(query).all()}
 
+    def node_findings(self, node: str, since_ts: float) -> list[Finding]:
+        """The node's findings observed since ``since_ts`` (what the alert grading weighs a new finding against)."""
+        f = s.findings.c
+        # ts (when concluded) is never before observed_ts, and (node, ts) is indexed
+        rows = self.conn.execute(select(s.findings).where(f.node == node, f.ts >= since_ts)
+                                 .order_by(f.observed_ts)).mappings().all()
+        return [finding_from_row(r) for r in rows if r["observed_ts"] >= since_ts]
+
+    def last_alert_end(self, node: str, before_ts: float) -> float | None:
+        """When the node's last alerted incident was resolved (its ``updated_ts``), if before ``before_ts``."""
+        i = s.incidents.c
+        value = self.conn.execute(select(func.max(i.updated_ts)).where(
+            i.node == node, i.alert_ts.is_not(None), i.status == IncidentStatus.RESOLVED.value,
+            i.updated_ts <= before_ts)).scalar_one_or_none()
+        return None if value is None else float(value)
+
     def node_count(self) -> int:
         """The fleet the breaker's fraction is taken of: the nodes seen that the scheduler manages, once its list
         is stored (names on the telemetry topic alone can be invented, issue 19; nodes without an agent, such as
@@ -129,9 +146,12 @@ class Unit:
     def save_incident(self, incident: Incident) -> None:
         row = {"id": incident.id, "node": incident.node, "opened_ts": incident.opened_ts,
                "updated_ts": incident.updated_ts, "status": incident.status.value,
-               "severity": incident.severity.value, "kind": incident.kind.value, "summary": incident.summary}
+               "severity": incident.severity.value, "kind": incident.kind.value, "summary": incident.summary,
+               "alert_ts": incident.alert_ts, "alert_reason": incident.alert_reason,
+               "alert_held": incident.alert_held}
         upsert(self.conn, s.incidents, row, keys=["id"],
-               update_cols=["updated_ts", "status", "severity", "kind", "summary"])
+               update_cols=["updated_ts", "status", "severity", "kind", "summary", "alert_ts", "alert_reason",
+                            "alert_held"])
 
     def add_finding(self, finding: Finding, incident_id: str | None) -> bool:
         """Store a finding; False if it was already stored (redelivery)."""
@@ -173,4 +193,13 @@ def _breaker_values(state: BreakerRow) -> dict[str, Any]:
 def _incident(row: Any, finding_ids: list[str]) -> Incident:
     return Incident(id=row["id"], node=row["node"], opened_ts=row["opened_ts"], updated_ts=row["updated_ts"],
                     status=IncidentStatus(row["status"]), severity=Severity(row["severity"]),
-                    kind=FindingClass(row["kind"]), summary=row["summary"], finding_ids=finding_ids)
+                    kind=FindingClass(row["kind"]), summary=row["summary"], finding_ids=finding_ids,
+                    alert_ts=row["alert_ts"], alert_reason=row["alert_reason"] or "",
+                    alert_held=bool(row["alert_held"]))
+
+
+def finding_from_row(row: Any) -> Finding:
+    return Finding(id=row["id"], node=row["node"], ts=row["ts"], observed_ts=row["observed_ts"],
+                   kind=FindingClass(row["kind"]), rule=row["rule"], severity=Severity(row["severity"]),
+                   recommendation=Recommendation(row["recommendation"]), confidence=row["confidence"],
+                   summary=row["summary"], gpu_index=row["gpu_index"], evidence=dict(row["evidence"] or {}))

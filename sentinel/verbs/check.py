@@ -32,7 +32,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     data = {"node": config.node_name(), "healthy": healthy, "checks": [dataclasses.asdict(c) for c in checks]}
     text = render(rows, [("name", "check"), ("status", "status"), ("detail", "detail")], max_width=90)
     text += "\n" + "\n".join(f"ERROR: {c.name}: {c.detail}" for c in checks if c.ok is False)
-    text = text.rstrip() + ("\nhealthy" if healthy else "")
+    from sentinel.verbs.models import model_in_use
+
+    model = model_in_use(args)
+    data["hazard_model"] = model["model"]
+    text = text.rstrip() + f"\nhazard model (detector.hazard.model): {model['model']}" + (
+        f" ({model['verified']})" if model["verified"] not in (None, "ok") else "") + ("\nhealthy" if healthy else "")
     if args.resume or config.check.resume_own_drains:
         resume = _resume(config, config.node_name(), healthy)
         data["resume"] = resume

@@ -124,9 +124,11 @@ def cmd_incidents(args: argparse.Namespace) -> int:
     if args.node and not re.match(NODE_NAME_PATTERN, args.node):
         raise ValidationError(f"--node: not a valid node name: {args.node!r}")
     since_ts = SystemClock().now() - parse_duration(args.since) if args.since else None
-    rows = open_repo(args).incidents(node=args.node, since_ts=since_ts, limit=args.limit)
+    rows = open_repo(args).incidents(node=args.node, since_ts=since_ts, limit=args.limit,
+                                     alerts_only=not args.all)
     for row in rows:
         row["opened"] = fmt_ts(row["opened_ts"])
+        row["alert"] = ("held" if row["alert_held"] else "yes") if row["alert_ts"] is not None else "-"
     columns = [
         ("id", "incident"),
         ("node", "node"),
@@ -134,11 +136,13 @@ def cmd_incidents(args: argparse.Namespace) -> int:
         ("severity", "severity"),
         ("kind", "kind"),
         ("findings", "findings"),
+        ("alert", "alert"),
         ("decision", "action"),
         ("opened", "opened (UTC)"),
         ("summary", "summary"),
     ]
-    out(args, rows, render(rows, columns, max_width=70) if rows else "no incidents")
+    empty = "no incidents" if args.all else "no alerts (`sentinel incidents --all` also lists evidence-only incidents)"
+    out(args, rows, render(rows, columns, max_width=70) if rows else empty)
     return EXIT_OK
 
 
@@ -147,15 +151,21 @@ def cmd_status(args: argparse.Namespace) -> int:
     counts = repo.counts()
     breaker = repo.load_breaker()
     cfg = load_config(args)
+    from sentinel.verbs.models import model_in_use
+
+    model = model_in_use(args)
     data = {
         "store": repo.engine.url.render_as_string(hide_password=True),
         "policy_mode": cfg.policy.mode,
         "actuator": cfg.actuator.kind,
+        "hazard_model": model["model"],
+        "hazard_model_verified": model["verified"],
         "breaker_open": bool(breaker and breaker.is_open),
         "breaker_reason": breaker.reason if breaker else "",
         **counts,
+        "open_alerts": len(repo.open_alerts()),
     }
-    lines = [f"{k.replace('_', ' '):<16} {v}" for k, v in data.items()]
+    lines = [f"{k.replace('_', ' '):<22} {v}" for k, v in data.items()]
     out(args, data, "\n".join(lines))
     return EXIT_OK
 

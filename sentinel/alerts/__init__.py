@@ -1,0 +1,1 @@
+"""Findings are evidence; alerts are for people: grading findings into the one operator-facing alert stream."""
