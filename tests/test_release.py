@@ -4,6 +4,7 @@ dashboard and samples an operator needs under <prefix>/share/sentinel."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -55,6 +56,13 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs(tmp_path: Pat
     assert run("--config", config, "db", "upgrade").returncode == 0
     status = run("--config", config, "status", "-o", "json")
     assert status.returncode == 0 and str(root / "var" / "lib" / "sentinel") in status.stdout, status.stderr
+    # the wheel's model is on by default, and loads under the installed config's site key (issue 35)
+    assert json.loads(status.stdout)["hazard_model"] == "shipped", status.stdout
+    listed = json.loads(run("--config", config, "model", "list", "-o", "json").stdout)
+    assert [(m["name"], m["in_use"], m["verified"]) for m in listed] == [("shipped", True, "ok")]
+    bench = subprocess.run([str(venv / "bin" / "sentinel-bench"), "detect", "--scenario", "smoke", "--max-steps",
+                            "200", "--json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert bench.returncode == 0 and json.loads(bench.stdout)["model"]["name"] == "shipped", bench.stderr[-2000:]
     units = sorted((root / "etc" / "systemd" / "system").glob("*.service"))
     assert len(units) == 4 and all(f"{venv}/bin/sentinel " in u.read_text() for u in units)
     verified = subprocess.run(["systemd-analyze", "verify", *map(str, units)], capture_output=True, text=True,
