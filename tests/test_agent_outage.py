@@ -86,11 +86,15 @@ def test_no_sample_is_lost_across_a_broker_outage(tmp_path: Path) -> None:
         consumer = transport.consumer(f"check-{uuid.uuid4().hex[:8]}", [TELEMETRY])
         produced = {node: agents[node].seq for node in NODES}  # type: ignore[attr-defined]
         seen: dict[str, list[int]] = {node: [] for node in NODES}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(len(set(seen[n])) < produced[n] for n in NODES):
+        # Read until everything is seen, or nothing new came for 30 s (a loaded 2-core CI host reads the S3-backed
+        # broker slowly: a fixed 60 s once stopped half-way), or 240 s in all.
+        started = last_new = time.monotonic()
+        while (time.monotonic() - last_new < 30 and time.monotonic() - started < 240
+               and any(len(set(seen[n])) < produced[n] for n in NODES)):
             for message in consumer.poll(5000, timeout_s=1.0):
                 sample = codec.decode_as(message.value, TelemetrySample)
                 seen[sample.node].append(sample.seq)
+                last_new = time.monotonic()
         for node in NODES:
             assert produced[node] >= 10 * (OUTAGE_S + 8), produced  # ~10 Hz for the whole test
             first_seen = list(dict.fromkeys(seen[node]))  # redelivery may repeat a message; order must hold
