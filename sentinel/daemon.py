@@ -21,10 +21,6 @@ from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, v
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.clock import Clock, SystemClock
-from sentinel.collectors.agent import Agent, Item, Slot
-from sentinel.collectors.publisher import SpoolPublisher
-from sentinel.collectors.registry import COLLECTORS
-from sentinel.collectors.spool import Spool
 from sentinel.config import Config
 from sentinel.controller import Controller
 from sentinel.detector.hazard_scoring import load_scorer
@@ -40,6 +36,10 @@ from sentinel.store.journal import StoreJournal
 from sentinel.store.repository import Repository
 from sentinel.transport import COMMANDS, DEAD_LETTERS, FINDINGS, LOGS, RESULTS, TELEMETRY, Transport
 from sentinel.transport.memory import MemoryTransport
+from sentinel_collectors.agent import Agent, Item, Slot
+from sentinel_collectors.publisher import SpoolPublisher
+from sentinel_collectors.registry import COLLECTORS
+from sentinel_collectors.spool import Spool
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

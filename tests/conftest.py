@@ -11,6 +11,29 @@ from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.repository import Repository
 
 ROOT = Path(__file__).resolve().parent.parent
+# Modules that start services or processes of their own, or run for tens of seconds: marked ``slow`` (left out of
+# `make check`). Tests that take the shared services' fixtures are marked so too. Under `make test` (pytest-xdist,
+# --dist loadgroup) the slow tests run on one worker (group "services"), one after another as before the suite ran
+# in parallel, since they share one Slurm cluster, one broker and one PostgreSQL; OWN_SERVICES start theirs.
+SLOW_MODULES = {
+    "test_agent_outage", "test_autoresume", "test_bench_alerting", "test_bench_chaos", "test_bench_pipeline",
+    "test_bench_soak", "test_kafka_services", "test_kafka_tls", "test_kafka_transport", "test_models_cli",
+    "test_pipeline_delivery", "test_release", "test_service_metrics", "test_slurm_actuator", "test_slurm_e2e",
+    "test_torch_hook", "test_kubernetes_actuator",
+}
+SERVICE_FIXTURES = {"pg_url", "kafka_bootstrap", "slurm"}
+# slow modules that start their own services on free ports and may run beside the others
+OWN_SERVICES = {"test_agent_outage", "test_bench_chaos", "test_bench_soak", "test_bench_pipeline", "test_release"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        services = bool(SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())))
+        if services or module in SLOW_MODULES or item.get_closest_marker("postgres"):
+            item.add_marker(pytest.mark.slow)
+        if services or module in SLOW_MODULES and not OWN_SERVICES & {module}:
+            item.add_marker(pytest.mark.xdist_group("services"))
 
 
 @pytest.fixture

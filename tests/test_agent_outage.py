@@ -15,11 +15,6 @@ import uuid
 from pathlib import Path
 
 from sentinel import codec
-from sentinel.benchmarks.brokers import MotoS3, Tansu
-from sentinel.collectors.agent import Slot
-from sentinel.collectors.host import HostCollector
-from sentinel.collectors.nic import NicCollector
-from sentinel.collectors.nvml import NvmlCollector
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
 from sentinel.events import TelemetrySample
@@ -27,6 +22,11 @@ from sentinel.metrics import Metrics
 from sentinel.testing import FakeNvml, healthy_fields
 from sentinel.transport import TELEMETRY
 from sentinel.transport.kafka import KafkaTransport
+from sentinel_bench.brokers import MotoS3, Tansu
+from sentinel_collectors.agent import Slot
+from sentinel_collectors.host import HostCollector
+from sentinel_collectors.nic import NicCollector
+from sentinel_collectors.nvml import NvmlCollector
 
 OUTAGE_S = float(os.environ.get("SENTINEL_TEST_OUTAGE_S", "60"))
 NODES = ("gpu-node-001", "gpu-node-002")

@@ -1,56 +1,71 @@
 """Arrows flow downstream (design point 16, docs/architecture.md "Rooms and arrows"): read from the source with
-``ast``, no two rooms import each other (no cycle at all), and the product never imports benchmarks or tests.
+``ast``, no two rooms import each other (no cycle at all, between rooms or between the modules of one package),
+and the product never imports benchmarks or tests.
 
-A room is a subpackage of ``sentinel`` (``sentinel.store``; the layout's top-level folders ``collectors``,
-``models``, ``benchmarks`` and ``migrations`` are the subpackages ``sentinel.collectors`` ... through symlinks)
-or a top-level module (``sentinel.events``).
+The tree has five import roots (decision 0017): ``sentinel/`` and the layout's top-level folders, each holding one
+package with a ``sentinel``-prefixed name (``collectors/sentinel_collectors``, ``models/sentinel_models``,
+``migrations/sentinel_migrations``, ``benchmarks/sentinel_bench``). A room is a subpackage or top-level module of
+``sentinel`` (``sentinel.store``, ``sentinel.events``) or one of the other roots as a whole (``sentinel_models``).
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# folder -> its import name (the top-level folders are imported only under ``sentinel``)
-PACKAGES = {"sentinel": "sentinel", "collectors": "sentinel.collectors", "models": "sentinel.models",
-            "benchmarks": "sentinel.benchmarks", "migrations": "sentinel.migrations"}
+# import name -> the folder that holds it (every file is reached by one path only)
+PACKAGES = {"sentinel": ROOT / "sentinel", "sentinel_collectors": ROOT / "collectors" / "sentinel_collectors",
+            "sentinel_models": ROOT / "models" / "sentinel_models",
+            "sentinel_migrations": ROOT / "migrations" / "sentinel_migrations",
+            "sentinel_bench": ROOT / "benchmarks" / "sentinel_bench"}
+PRODUCT = ("sentinel", "sentinel_collectors", "sentinel_models", "sentinel_migrations")  # what the wheel holds
 # Arrows that must never exist, whatever else changes: (from room prefix, to room prefix, why)
 FORBIDDEN = [
-    ("sentinel", "sentinel.benchmarks", "the product does not depend on its benchmarks"),
-    ("sentinel", "tests", "the product does not depend on its tests"),
-    ("sentinel.models", "sentinel.detector", "models are the floor below the detector"),
-    ("sentinel.models", "sentinel.store", "models are pure"),
-    ("sentinel.collectors", "sentinel.actuator", "collectors read; they do not borrow the actuator"),
+    *[(product, "sentinel_bench", "the product does not depend on its benchmarks") for product in PRODUCT],
+    *[(product, "tests", "the product does not depend on its tests") for product in PRODUCT],
+    ("sentinel_models", "sentinel.detector", "models are the floor below the detector"),
+    ("sentinel_models", "sentinel.store", "models are pure"),
+    ("sentinel_collectors", "sentinel.actuator", "collectors read; they do not borrow the actuator"),
     ("sentinel.store", "sentinel.policy", "the store holds records, not judgement"),
     ("sentinel.events", "sentinel.", "the vocabulary is the floor"),
 ]
+# Wall-clock reads other than through sentinel.clock (durations from time.monotonic/perf_counter are fine)
+WALL_CLOCK = {("time", "time"), ("time", "time_ns"), ("datetime", "now"), ("datetime", "utcnow"),
+              ("datetime", "today"), ("date", "today")}
 
 
 def room(module: str) -> str | None:
     parts = module.split(".")
-    if parts[0] not in ("sentinel", "tests"):
-        return None
-    if parts[0] != "sentinel" or len(parts) == 1:
+    if parts[0] == "tests" or parts[0] in PACKAGES and parts[0] != "sentinel":
         return parts[0]
+    if parts[0] != "sentinel":
+        return None
     return ".".join(parts[:2])
 
 
 def sources() -> list[tuple[Path, str]]:
-    """Every product and benchmark file with its module name (read from the real folders, not the symlinks)."""
+    """Every product and benchmark file with its module name."""
     found = []
-    for folder, name in PACKAGES.items():
-        for path in (ROOT / folder).rglob("*.py"):
-            found.append((path, ".".join([name, *path.relative_to(ROOT / folder).with_suffix("").parts])))
+    for name, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            found.append((path, ".".join([name, *path.relative_to(folder).with_suffix("").parts])))
     return found
 
 
-def imported_names(path: Path) -> list[str]:
+def imported_names(path: Path, module: str = "") -> list[str]:
+    """Absolute names imported by ``path`` (relative imports resolved against ``module``)."""
     names = []
+    package = module.rsplit(".", 1)[0] if module and path.name != "__init__.py" else module
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.append(node.module)
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package.split(".")[:len(package.split(".")) - node.level + 1], *filter(None, [base])])
+            names.append(base)
+            names.extend(f"{base}.{alias.name}" for alias in node.names)  # `from pkg import module`
         elif isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
     return names
@@ -62,25 +77,45 @@ def imports() -> dict[str, dict[str, set[str]]]:
     for path, module in sources():
         source = room(module)
         assert source is not None
-        for name in imported_names(path):
+        for name in imported_names(path, module):
             target = room(name)
             if target is not None and target != source:
                 found[source][target].add(str(path.relative_to(ROOT)))
     return found
 
 
-def test_every_import_name_is_under_sentinel() -> None:
-    """The wheel installs one top-level package: nothing imports the folders by their top-level names, and
-    the symlinks that make them subpackages point at them."""
-    for folder in PACKAGES:
-        if folder != "sentinel":
-            link = ROOT / "sentinel" / folder
-            assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), link
-    tops = {folder for folder in PACKAGES if folder != "sentinel"}
-    stray = [(str(path.relative_to(ROOT)), name) for path, _ in sources() for name in imported_names(path)
-             if name.split(".")[0] in tops]
-    stray += [(str(path.relative_to(ROOT)), name) for path in (ROOT / "tests").rglob("*.py")
-              for name in imported_names(path) if name.split(".")[0] in tops]
+def cycle(graph: dict[str, set[str]] | dict[str, dict[str, set[str]]]) -> list[str] | None:
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in graph.get(node, {}):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt, [*path, nxt])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+def test_every_file_is_in_one_place() -> None:
+    """No symlink anywhere in the tree (each file has one path), and no import reaches a root by another name."""
+    links = [str(Path(d, f).relative_to(ROOT)) for d, dirs, files in os.walk(ROOT)
+             if not any(part.startswith(".") or part in ("node_modules", "build", "dist")
+                        for part in Path(d).relative_to(ROOT).parts)
+             for f in files + dirs if Path(d, f).is_symlink()]
+    assert links == []
+    old = ("sentinel.collectors", "sentinel.models", "sentinel.migrations", "sentinel.benchmarks", "collectors",
+           "models", "migrations", "benchmarks", "bench")
+    paths = [path for path, _ in sources()] + list((ROOT / "tests").rglob("*.py")) + \
+        list((ROOT / "benchmarks" / "scripts").glob("*.py"))
+    stray = [(str(path.relative_to(ROOT)), name) for path in paths for name in imported_names(path)
+             if any(name == o or name.startswith(o + ".") for o in old)]
     assert stray == []
 
 
@@ -88,20 +123,19 @@ def test_no_two_rooms_import_each_other_and_there_is_no_cycle() -> None:
     graph = imports()
     pairs = sorted({tuple(sorted((a, b))) for a in graph for b in graph[a] if a in graph.get(b, {})})
     assert pairs == [], [(a, b, sorted(graph[a][b]), sorted(graph[b][a])) for a, b in pairs]
-    state: dict[str, int] = {}
+    assert cycle(graph) is None
 
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for nxt in graph.get(node, {}):
-            if state.get(nxt) == 1:
-                raise AssertionError(f"import cycle: {' -> '.join([*path[path.index(nxt):], nxt])}")
-            if nxt not in state:
-                visit(nxt, [*path, nxt])
-        state[node] = 2
 
-    for start in sorted(graph):
-        if start not in state:
-            visit(start, [start])
+def test_no_cycle_between_the_modules_of_one_package() -> None:
+    """Inside a package, too, imports go one way (a module that needs its sibling's name does not give one back)."""
+    modules = {module: path for path, module in sources()}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for module, path in modules.items():
+        for name in imported_names(path, module):
+            if name in modules and name != module and name.rsplit(".", 1)[0] == module.rsplit(".", 1)[0] \
+                    and not name.endswith(".__init__") and modules[name].name != "__init__.py":
+                graph[module].add(name)
+    assert cycle(graph) is None
 
 
 def test_no_forbidden_arrow_exists() -> None:
@@ -113,15 +147,15 @@ def test_no_forbidden_arrow_exists() -> None:
 
 
 def test_the_wall_clock_is_read_only_through_the_clock_module() -> None:
-    """Every wall-clock read goes through ``sentinel.clock`` (so tests and the simulator can move time);
-    ``time.monotonic`` and ``time.perf_counter`` measure durations and are fine."""
+    """Every wall-clock read (``time.time``, ``time.time_ns``, ``datetime.now`` ...) goes through ``sentinel.clock``,
+    so tests and the simulator can move time; ``time.monotonic`` and ``time.perf_counter`` measure durations."""
     readers = []
-    for package in ("sentinel", "collectors", "models", "migrations"):
-        for path in (ROOT / package).rglob("*.py"):
-            if path == ROOT / "sentinel" / "clock.py":
-                continue
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if (isinstance(node, ast.Attribute) and node.attr == "time" and isinstance(node.value, ast.Name)
-                        and node.value.id == "time"):
-                    readers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    for path, module in sources():
+        if module == "sentinel.clock" or module.startswith("sentinel_bench"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and (
+                    (isinstance(node.value, ast.Name) and (node.value.id, node.attr) in WALL_CLOCK)
+                    or (isinstance(node.value, ast.Attribute) and (node.value.attr, node.attr) in WALL_CLOCK)):
+                readers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert readers == []

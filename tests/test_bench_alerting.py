@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sentinel.benchmarks.alerting import Options, plan, run_alerting
-from sentinel.benchmarks.promstack import baseline_rules, exposition
 from sentinel.errors import ValidationError
 from sentinel.sim.fleet import Fleet
+from sentinel_bench.alerting import Options, plan, run_alerting
+from sentinel_bench.promstack import baseline_rules, exposition
 from tests.prom import tool
 
 

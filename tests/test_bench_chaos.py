@@ -16,7 +16,7 @@ from tests.slurm_cluster import SlurmCluster
 
 def test_a_short_chaos_run_drains_every_fault_once_and_never_past_the_breaker(slurm: SlurmCluster,
                                                                                 pg_url: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "chaos", "--slurm-dir",
+    proc = subprocess.run([sys.executable, "-m", "sentinel_bench.cli", "chaos", "--slurm-dir",
                            str(slurm.state_dir), "--store", pg_url, "--duration", "45", "--kills", "6",
                            "--broker-restarts", "1", "--slurmctld-restarts", "1", "--seed", "3", "--json"],
                           capture_output=True, text=True, timeout=600)

@@ -7,11 +7,11 @@ from pathlib import Path
 import msgspec
 
 from sentinel import codec
-from sentinel.benchmarks.codec import sample_message
-from sentinel.collectors.nic import NicCollector
-from sentinel.collectors.nvml import NvmlCollector
 from sentinel.events import TelemetrySample
 from sentinel.testing import FakeNvml, healthy_fields
+from sentinel_bench.codec import sample_message
+from sentinel_collectors.nic import NicCollector
+from sentinel_collectors.nvml import NvmlCollector
 
 
 def _filled(struct: msgspec.Struct) -> set[str]:

@@ -6,10 +6,10 @@ import json
 import subprocess
 import sys
 
-from sentinel.benchmarks.baselines import Signal
-from sentinel.benchmarks.detect import GRACE_S, episodes, score, score_baseline
 from sentinel.events import TelemetrySample
 from sentinel.sim.groundtruth import TruthEvent
+from sentinel_bench.baselines import Signal
+from sentinel_bench.detect import GRACE_S, episodes, score, score_baseline
 
 
 def _fault(node: str, start: float, failure: float, cls: str = "hbm") -> TruthEvent:
@@ -74,7 +74,7 @@ def test_the_static_baseline_pages_once_per_node_episode() -> None:
 
 
 def test_bench_detect_runs_a_shipped_scenario_with_both_baselines() -> None:
-    result = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "detect", "--scenario", "smoke",
+    result = subprocess.run([sys.executable, "-m", "sentinel_bench.cli", "detect", "--scenario", "smoke",
                              "--max-fraction", "1", "--model", "none", "--json"],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -98,8 +98,8 @@ def test_the_lead_time_of_precursor_faults_is_reported_apart() -> None:
 
 
 def test_static_thresholds_act_on_background_counters_as_the_tools_they_copy() -> None:
-    from sentinel.benchmarks.baselines import ThresholdBaseline
     from sentinel.events import GpuReading, NicReading
+    from sentinel_bench.baselines import ThresholdBaseline
 
     def sample(t: float, replays: int, symbols: int) -> TelemetrySample:
         nic = NicReading(name="mlx5_0/1", link_layer="infiniband", counters={"symbol_error": symbols})

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sentinel.benchmarks.cli import main as bench_main
-from sentinel.benchmarks.forecast import run_forecast_bench, smape
+from sentinel_bench.cli import main as bench_main
+from sentinel_bench.forecast import run_forecast_bench, smape
 
 HEADER = ("time,total_job_num,running_job_num,pending_job_num,total_gpu_num,running_gpu_num,pending_gpu_num,"
           "idle_gpu_num,gpu_utilization")

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from sentinel import codec
-from sentinel.benchmarks.pipeline import group_rates
 from sentinel.events import TelemetrySample
-from sentinel.models import persistence
-from sentinel.models.hazard import fit
+from sentinel_bench.pipeline import group_rates
+from sentinel_models import persistence
+from sentinel_models.hazard import fit
 from tests.test_hazard import _synthetic
 
 
@@ -20,7 +20,7 @@ def test_bench_pipeline_reports_rates_latency_and_state_size(kafka_bootstrap: st
     the real one on first use, minutes), every rule on, and the JSON says so."""
     model = persistence.save(fit(_synthetic(), horizon_s=3600.0, target_precision=0.95), tmp_path, "m1", "abc",
                              "synthetic")
-    result = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "pipeline", "--broker", kafka_bootstrap,
+    result = subprocess.run([sys.executable, "-m", "sentinel_bench.cli", "pipeline", "--broker", kafka_bootstrap,
                              "--messages", "3000", "--nodes", "100", "--model", str(model), "--json"],
                             capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -57,10 +57,10 @@ def test_group_rate_counts_only_while_every_member_is_busy() -> None:
 def test_the_detector_is_timed_with_full_windows_every_node_scored(tmp_path: Path) -> None:
     """What the bench times is a member's steady state: the windows hold a full minute and the model scored
     every node in the current slot, so the produced samples continue those series (later sample times)."""
-    from sentinel.benchmarks.pipeline import WARM_S, _detector, _store, warm_up
-    from sentinel.benchmarks.pipeline_samples import messages
     from sentinel.clock import ManualClock
     from sentinel.transport.memory import MemoryTransport
+    from sentinel_bench.pipeline import WARM_S, _detector, _store, warm_up
+    from sentinel_bench.pipeline_samples import messages
 
     model = persistence.save(fit(_synthetic(), horizon_s=3600.0, target_precision=0.95), tmp_path, "m1", "abc",
                              "synthetic")

@@ -8,11 +8,11 @@ import json
 import subprocess
 import sys
 
-from sentinel.benchmarks.soak import growth, trend_per_min
+from sentinel_bench.soak import growth, trend_per_min
 
 
 def test_a_short_soak_reports_memory_lag_losses_and_faults(pg_url: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "soak", "--gpus", "400", "--duration",
+    done = subprocess.run([sys.executable, "-m", "sentinel_bench.cli", "soak", "--gpus", "400", "--duration",
                            "50s", "--faults", "2", "--store", pg_url, "--json"],
                           capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]

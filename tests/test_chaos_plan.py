@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sentinel.benchmarks.chaos_plan import PROCESSES, Plan, make_plan, score
+from sentinel_bench.chaos_plan import PROCESSES, Plan, make_plan, score
 
 NODES = [f"node{i}" for i in range(1, 13)]
 

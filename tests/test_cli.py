@@ -19,7 +19,7 @@ def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sentinel_bench.cli", *args], capture_output=True, text=True,
                           timeout=120)
 
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from sentinel import codec
-from sentinel.collectors import dcgm
-from sentinel.collectors.dcgm import DcgmCollector
 from sentinel.errors import CollectorError
 from sentinel.events import TelemetrySample
+from sentinel_collectors import dcgm
+from sentinel_collectors.dcgm import DcgmCollector
 
 MIB = 2**20
 LABELS = 'gpu="{i}",UUID="GPU-{i}",pci_bus_id="00000000:{i}8:00.0",device="nvidia{i}",modelName="NVIDIA H100 80GB HBM3"'

@@ -12,7 +12,7 @@ from sentinel.detector.hazard_scoring import stack_series
 from sentinel.detector.sample_view import view_of
 from sentinel.detector.windows import NodeWindow
 from sentinel.events import GpuReading, GpuState, NicReading, NvLinkReading, TelemetrySample
-from sentinel.models.features import (
+from sentinel_models.features import (
     FEATURES,
     SPREAD_FLOOR,
     DeviationBaseline,

@@ -165,8 +165,8 @@ def test_a_warm_forecast_imports_no_scikit_learn(store: Path, tmp_path: Path) ->
 
 
 def test_the_parser_repeats_the_server_bench_intervals() -> None:
-    from sentinel.benchmarks import server_verbs
-    from sentinel.benchmarks.server import DEFAULT_INTERVAL_S
+    from sentinel_bench import server_verbs
+    from sentinel_bench.server import DEFAULT_INTERVAL_S
 
     assert server_verbs.DEFAULT_INTERVAL_S == DEFAULT_INTERVAL_S
 
@@ -270,8 +270,8 @@ def test_a_forecaster_stored_before_the_quantile_models_falls_back_to_its_interv
     """A blob from before the quantile models (the forecaster alone) is still used: the quantiles are then the
     point forecast and its interval bounds, as before."""
     from sentinel.forecast.resident import history
-    from sentinel.models.forecast import ANCHORS, COARSE, DemandForecaster
     from sentinel.store.load import save_forecaster
+    from sentinel_models.forecast import ANCHORS, COARSE, DemandForecaster
 
     db = _copy(store, tmp_path / "copy.db")
     engine = make_engine(f"sqlite:///{db}")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from sentinel.models.calendar_features import DAY, FEATURES, LOOKBACK, SeriesFeatures, calendar, rolling
+from sentinel_models.calendar_features import DAY, FEATURES, LOOKBACK, SeriesFeatures, calendar, rolling
 
 
 def test_calendar_of_saturday_noon_is_weekend_and_half_a_day() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sentinel.benchmarks.cli import main as bench_main
-from sentinel.models.job_forecast import JobModel, Jobs, Table, load_at
-from sentinel.models.job_survival import Survival
+from sentinel_bench.cli import main as bench_main
+from sentinel_models.job_forecast import JobModel, Jobs, Table, load_at
+from sentinel_models.job_survival import Survival
 
 NAN = float("nan")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sentinel.models.forecast_quantiles import QuantileModel, Rows
-from sentinel.models.quantile_scores import change_quantiles, coverage, interval_score, pinball, shifted
+from sentinel_models.forecast_quantiles import QuantileModel, Rows
+from sentinel_models.quantile_scores import change_quantiles, coverage, interval_score, pinball, shifted
 
 
 def test_pinball_is_zero_for_a_perfect_forecast_and_weights_misses_by_quantile() -> None:
@@ -93,7 +93,7 @@ def test_calibration_across_clusters_keeps_a_model_that_carries_over() -> None:
 
 
 def test_a_fitted_model_round_trips_through_numpy_arrays_without_pickle() -> None:
-    from sentinel.models.forecast_trees import from_bytes, to_bytes
+    from sentinel_models.forecast_trees import from_bytes, to_bytes
 
     rng = np.random.default_rng(4)
     model = QuantileModel({"max_iter": 20}).fit([_rows(rng, 800)])

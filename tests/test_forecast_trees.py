@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from sentinel.models.forecast import DemandForecaster, LoadSeries
-from sentinel.models.forecast_trees import Trees, from_bytes, to_bytes
+from sentinel_models.forecast import DemandForecaster, LoadSeries
+from sentinel_models.forecast_trees import Trees, from_bytes, to_bytes
 
 
 def test_trees_predict_what_sklearn_predicts_including_nan_rows() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sentinel.models.calendar_features import DAY
-from sentinel.models.forecast import DemandForecaster, LoadSeries
+from sentinel_models.calendar_features import DAY
+from sentinel_models.forecast import DemandForecaster, LoadSeries
 
 START = 1_767_225_600.0  # a Thursday, midnight UTC
 

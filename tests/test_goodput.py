@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from sentinel.benchmarks.baselines import Signal
-from sentinel.benchmarks.cli import main as bench_main
-from sentinel.benchmarks.goodput import job_layout, stops_for
 from sentinel.goodput import analytic
 from sentinel.goodput.params import Goodput
 from sentinel.goodput.timeline import Costs, Kind, Stop, simulate
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.groundtruth import TruthEvent
+from sentinel_bench.baselines import Signal
+from sentinel_bench.cli import main as bench_main
+from sentinel_bench.goodput import job_layout, stops_for
 
 COSTS = Costs(interval_s=100.0, write_s=10.0, restart_s=20.0)
 

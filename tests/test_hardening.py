@@ -15,7 +15,7 @@ import pytest
 from sentinel.config import load
 from sentinel.errors import ConfigError
 from sentinel.hooks import ack
-from sentinel.models.hazard import HazardModel
+from sentinel_models.hazard import HazardModel
 from tests.slurm_cluster import SlurmCluster, wait_for
 from tests.test_slurm_actuator import config
 
@@ -99,20 +99,20 @@ def test_a_config_with_a_secret_that_others_can_read_is_refused(tmp_path: Path) 
 @functools.cache
 def _fitted() -> HazardModel:
     """One small model for every test here (fitting it is the slow part; each test saves its own copy)."""
-    from sentinel.models.hazard import fit
+    from sentinel_models.hazard import fit
     from tests.test_hazard import _synthetic
 
     return fit(_synthetic(rows=600), horizon_s=3600.0, target_precision=0.9)
 
 
 def _saved_model(root: Path) -> Path:
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     return persistence.save(_fitted(), root, "m1", "abc", "synthetic")
 
 
 def test_a_model_file_changed_after_training_is_not_loaded(tmp_path: Path) -> None:
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     directory = _saved_model(tmp_path / "models")
     assert persistence.load(directory).threshold > 0
@@ -124,7 +124,7 @@ def test_a_model_file_changed_after_training_is_not_loaded(tmp_path: Path) -> No
 
 def test_a_model_in_a_folder_others_can_write_is_not_loaded(tmp_path: Path) -> None:
     """A 0644 pickle planted in a writable models folder was picked as `latest` and its code ran on load."""
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     root = tmp_path / "models"
     directory = _saved_model(root)
@@ -144,7 +144,7 @@ def test_a_model_in_a_folder_others_can_write_is_not_loaded(tmp_path: Path) -> N
 def test_a_model_described_without_its_hash_is_not_loaded(tmp_path: Path) -> None:
     import json
 
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     directory = _saved_model(tmp_path / "models")
     meta = json.loads((directory / persistence.META_FILE).read_text())
@@ -182,9 +182,9 @@ def test_metrics_can_be_served_over_https_with_client_certificates(tmp_path: Pat
     import urllib.error
     import urllib.request
 
-    from sentinel.benchmarks.brokers import free_port
     from sentinel.config import from_mapping
     from sentinel.metrics import Metrics, serve_metrics
+    from sentinel_bench.brokers import free_port
 
     def cert(name: str) -> tuple[Path, Path]:
         key, crt = tmp_path / f"{name}.key", tmp_path / f"{name}.crt"
@@ -284,7 +284,7 @@ def test_with_a_service_key_only_models_it_signed_are_loaded(tmp_path: Path) -> 
     else."""
     import json
 
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     key, other = b"k" * 32, b"o" * 32
     model = _fitted()
@@ -308,7 +308,7 @@ def test_model_list_and_show_say_whether_the_detector_would_load_a_model(
     import json
 
     from sentinel.cli import main
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     root = tmp_path / "models"
     good = _saved_model(root)
@@ -330,8 +330,8 @@ def test_a_refused_model_leaves_the_detector_on_its_rules_and_says_so(tmp_path: 
     from sentinel.config import from_mapping
     from sentinel.daemon import build_detector
     from sentinel.metrics import Metrics
-    from sentinel.models import persistence
     from sentinel.transport.memory import MemoryTransport
+    from sentinel_models import persistence
 
     root = tmp_path / "models"
     directory = _saved_model(root)

@@ -14,10 +14,10 @@ from sentinel.detector.sample_view import view_of
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import ConfigError
 from sentinel.events import FindingClass, GpuReading, Recommendation, Severity, TelemetrySample
-from sentinel.models import persistence
-from sentinel.models.features import FEATURES
-from sentinel.models.hazard import HazardModel, choose_threshold, fit
-from sentinel.models.training import Dataset, Failure, build_dataset
+from sentinel_models import persistence
+from sentinel_models.features import FEATURES
+from sentinel_models.hazard import HazardModel, choose_threshold, fit
+from sentinel_models.training import Dataset, Failure, build_dataset
 
 ECC = FEATURES.index("ecc_sbe_per_h")
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from sentinel import codec
 from sentinel.clock import ManualClock
-from sentinel.collectors.agent import Agent, Slot
-from sentinel.collectors.host import HostCollector
 from sentinel.events import TelemetrySample
 from sentinel.metrics import Metrics
 from sentinel.transport import TELEMETRY
+from sentinel_collectors.agent import Agent, Slot
+from sentinel_collectors.host import HostCollector
 
 FIXTURE = Path(__file__).parent / "fixtures" / "proc"
 

@@ -1,7 +1,7 @@
 import numpy as np
 from sklearn.ensemble import IsolationForest
 
-from sentinel.models.isolation_paths import IsolationPaths
+from sentinel_models.isolation_paths import IsolationPaths
 
 
 def test_isolation_paths_score_like_scikit_learn_with_and_without_feature_subsampling() -> None:

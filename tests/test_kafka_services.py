@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 
 from sentinel import codec
-from sentinel.benchmarks.brokers import Tansu
 from sentinel.config import from_mapping
 from sentinel.daemon import run_controller, run_detector
 from sentinel.events import DeadLetter, GpuReading, GpuState, LogEvent, LogKind, TelemetrySample
 from sentinel.store.repository import Repository
 from sentinel.transport import DEAD_LETTERS, LOGS, TELEMETRY
 from sentinel.transport.kafka import KafkaTransport
+from sentinel_bench.brokers import Tansu
 from tests.pg import fresh_postgres_store
 
 NODES = [f"gpu-node-{i:03d}" for i in range(1, 41)]

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from sentinel.benchmarks.brokers import free_port, stop, tansu_binary, wait_port
 from sentinel.config import from_mapping
 from sentinel.daemon import _kafka
 from sentinel.errors import TransportError
+from sentinel_bench.brokers import free_port, stop, tansu_binary, wait_port
 
 
 def _cert(tmp: Path, name: str, ca: tuple[Path, Path] | None = None) -> tuple[Path, Path]:

@@ -48,7 +48,7 @@ def test_committed_messages_are_not_delivered_again_to_the_group(kafka_bootstrap
 
 
 def test_an_unreachable_broker_is_a_transport_error_not_a_hang() -> None:
-    from sentinel.benchmarks.brokers import free_port
+    from sentinel_bench.brokers import free_port
 
     transport = KafkaTransport(f"127.0.0.1:{free_port()}", send_timeout_s=1.0)
     started = time.monotonic()

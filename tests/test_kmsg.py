@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sentinel import codec
-from sentinel.collectors.kmsg import load_patterns, parse_line
 from sentinel.errors import ConfigError
 from sentinel.events import LogEvent, LogKind
+from sentinel_collectors.kmsg import load_patterns, parse_line
 
 NODE, TS = "gpu-node-001", 1_767_225_600.0
 # Written independently of the pattern table: what any reader of an Xid line would take from it.

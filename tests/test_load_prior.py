@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sentinel.models.load_prior import LoadPrior, choose_weight
-from sentinel.models.quantile_scores import QUANTILES, change_quantiles, shifted
+from sentinel_models.load_prior import LoadPrior, choose_weight
+from sentinel_models.quantile_scores import QUANTILES, change_quantiles, shifted
 
 
 def _brute(level: float, changes: np.ndarray, levels: np.ndarray, w: float) -> list[float]:

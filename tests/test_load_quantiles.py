@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sentinel.models.forecast import LoadSeries
-from sentinel.models.forecast_trees import from_bytes, to_bytes
-from sentinel.models.load_quantiles import LoadQuantiles
+from sentinel_models.forecast import LoadSeries
+from sentinel_models.forecast_trees import from_bytes, to_bytes
+from sentinel_models.load_quantiles import LoadQuantiles
 
 
 def _series(days: int = 5) -> LoadSeries:

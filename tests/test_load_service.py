@@ -90,7 +90,7 @@ def test_hourly_refits_keep_the_quantile_models_for_a_day_then_fit_them_again(re
     """The load recorder refits the point forecaster every hour; the quantile models (4-6 times its cost) are
     kept from the last fit that made them, with the same horizons, until a day of newer bins arrived."""
     from sentinel.forecast.resident import Q_FITTED, history, resident
-    from sentinel.models.forecast_trees import from_bytes
+    from sentinel_models.forecast_trees import from_bytes
 
     start = _history(repo, 5.0)
 

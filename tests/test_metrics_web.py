@@ -13,12 +13,12 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from sentinel.benchmarks.brokers import free_port
 from sentinel.cli import main
 from sentinel.config import from_mapping
 from sentinel.errors import ConfigError
 from sentinel.metrics import Metrics, serve_metrics
 from sentinel.metrics_web import load_web_config
+from sentinel_bench.brokers import free_port
 
 
 def _cert(tmp_path: Path, name: str) -> tuple[Path, Path]:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sentinel.models.features import FEATURES
+from sentinel_models.features import FEATURES
 
 
 def sentinel(*args: str) -> subprocess.CompletedProcess[str]:
@@ -15,7 +15,7 @@ def sentinel(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sentinel_bench.cli", *args], capture_output=True, text=True,
                           timeout=300)
 
 

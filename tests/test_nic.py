@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sentinel import codec
-from sentinel.collectors.nic import NicCollector
 from sentinel.errors import CollectorError
 from sentinel.events import NicReading, TelemetrySample
+from sentinel_collectors.nic import NicCollector
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sysfs"
 IB_COUNTERS = {

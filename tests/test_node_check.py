@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pynvml
 
-from sentinel.collectors.check import judge, read_node
 from sentinel.testing import FakeNvml, healthy_fields
+from sentinel_collectors.check import judge, read_node
 
 SYSFS = str(Path(__file__).parent / "fixtures" / "sysfs")
 

@@ -8,10 +8,10 @@ import pynvml
 import pytest
 
 from sentinel import codec
-from sentinel.collectors.nvml import NvmlCollector
 from sentinel.errors import CollectorError
 from sentinel.events import GpuState, LogKind, TelemetrySample
 from sentinel.testing import FakeNvml, healthy_fields
+from sentinel_collectors.nvml import NvmlCollector
 
 
 def _fake(gpus: int = 8) -> FakeNvml:

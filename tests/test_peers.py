@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from sentinel.collectors.slurm_jobs import SlurmJobs
 from sentinel.detector.peers import PeerComparison
 from sentinel.detector.sample_view import view_of
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CollectorError
 from sentinel.events import FindingClass, GpuReading, Recommendation, TelemetrySample
+from sentinel_collectors.slurm_jobs import SlurmJobs
 
 
 def _sample(node: str, ts: float, temp: float, jobs: list[str]) -> TelemetrySample:

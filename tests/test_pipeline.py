@@ -258,7 +258,7 @@ def test_the_configured_actuator_gets_the_services_metrics_and_cost_settings() -
 ])
 def test_a_fatal_nvswitch_nic_or_bus_line_drains_like_an_xid(repo: Repository, line: str, rule: str) -> None:
     """Issue 17: these lines were parsed (or not even that) but never reached a finding, so nothing acted."""
-    from sentinel.collectors.kmsg import parse_line
+    from sentinel_collectors.kmsg import parse_line
 
     rig = make_rig(repo)
     event = parse_line(line, "gpu-node-006", rig.clock.now())
@@ -272,7 +272,7 @@ def test_a_fatal_nvswitch_nic_or_bus_line_drains_like_an_xid(repo: Repository, l
 
 
 def test_a_non_fatal_sxid_only_alerts(repo: Repository) -> None:
-    from sentinel.collectors.kmsg import parse_line
+    from sentinel_collectors.kmsg import parse_line
 
     rig = make_rig(repo)
     line = "nvidia-nvswitch3: SXid (PCI:0000:07:00.0): 12028, Non-fatal, Link 44 egress non-posted PRIV error"

@@ -92,9 +92,9 @@ def test_forecast_takes_its_quantiles_from_the_job_table_when_it_has_enough(
 
     from sentinel.cli import main
     from sentinel.load_bins import ALL, LoadBin
-    from sentinel.models.job_forecast import Jobs, load_at
     from sentinel.store import schema
     from sentinel.store.load import record_load_bins
+    from sentinel_models.job_forecast import Jobs, load_at
 
     start, days = 1_767_225_600.0, 3
     path = tmp_path / "s.db"

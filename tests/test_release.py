@@ -40,11 +40,15 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs(tmp_path: Pat
     assert '"faults_injected": 6' in demo.stdout
     node = run("check")  # no GPU here: a clear result and the documented exit code
     assert node.returncode == 1 and "no NVIDIA driver" in node.stdout
-    with zipfile.ZipFile(wheel) as archive:  # one import name: every module under sentinel/
+    with zipfile.ZipFile(wheel) as archive:  # the product's four import roots, no benchmark (decision 0017)
         tops = {name.split("/")[0] for name in archive.namelist() if not name.split("/")[0].endswith((".dist-info",
                                                                                                     ".data"))}
-        assert tops == {"sentinel"}
-        assert "sentinel/collectors/kmsg_patterns.toml" in archive.namelist()
+        assert tops == {"sentinel", "sentinel_collectors", "sentinel_models", "sentinel_migrations"}
+        assert "sentinel_collectors/kmsg_patterns.toml" in archive.namelist()
+        assert "sentinel_models/shipped/hazard/model.joblib" in archive.namelist()
+        entry_points = next(n for n in archive.namelist() if n.endswith(".dist-info/entry_points.txt"))
+        assert "sentinel-bench" not in archive.read(entry_points).decode()
+    assert not (venv / "bin" / "sentinel-bench").exists()
     # docs/operations.md "Install on a Slurm cluster" on a fresh prefix: install (units, configs, keygen), then
     # the store, then the CLI reading the services' config
     root = tmp_path / "root"
@@ -60,6 +64,15 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs(tmp_path: Pat
     assert json.loads(status.stdout)["hazard_model"] == "shipped", status.stdout
     listed = json.loads(run("--config", config, "model", "list", "-o", "json").stdout)
     assert [(m["name"], m["in_use"], m["verified"]) for m in listed] == [("shipped", True, "ok")]
+    # the benchmarks are their own distribution, installed beside the product's wheel
+    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(tmp_path / "dist"),
+                    str(ROOT / "benchmarks")], check=True, capture_output=True, timeout=300)
+    [bench_wheel] = (tmp_path / "dist").glob("sentinel_bench-*.whl")
+    with zipfile.ZipFile(bench_wheel) as archive:
+        assert {name.split("/")[0] for name in archive.namelist() if ".dist-info" not in name} == {"sentinel_bench"}
+    done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", str(bench_wheel)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
     bench = subprocess.run([str(venv / "bin" / "sentinel-bench"), "detect", "--scenario", "smoke", "--max-steps",
                             "200", "--json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert bench.returncode == 0 and json.loads(bench.stdout)["model"]["name"] == "shipped", bench.stderr[-2000:]

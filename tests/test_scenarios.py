@@ -144,7 +144,7 @@ def test_a_scenario_file_of_ones_own_is_accepted(tmp_path: Path) -> None:
 
 
 def test_bench_sim_reports_the_generation_rate() -> None:
-    result = subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", "sim", "--scenario", "smoke",
+    result = subprocess.run([sys.executable, "-m", "sentinel_bench.cli", "sim", "--scenario", "smoke",
                              "--steps", "20", "--json"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)

@@ -7,10 +7,10 @@ import threading
 from pathlib import Path
 
 from sentinel.clock import SystemClock
-from sentinel.collectors.agent import Agent, Slot
-from sentinel.collectors.host import HostCollector
 from sentinel.metrics import Metrics
 from sentinel.sdnotify import notifier
+from sentinel_collectors.agent import Agent, Slot
+from sentinel_collectors.host import HostCollector
 
 
 def test_no_notify_socket_means_no_notifier() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sentinel.models.server_alerts import alert_onsets, budget_threshold
-from sentinel.models.server_anomaly import ServerAnomalyConfig, ServerAnomalyModel, calibration_scores
+from sentinel_models.server_alerts import alert_onsets, budget_threshold
+from sentinel_models.server_anomaly import ServerAnomalyConfig, ServerAnomalyModel, calibration_scores
 
 COLUMNS = ["cpu", "mem", "disk", "net"]
 

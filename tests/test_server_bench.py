@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sentinel.benchmarks.cli import main as bench_main
-from sentinel.benchmarks.server import ServerBenchOptions, run_server_bench
-from sentinel.benchmarks.server_data import load_machine
-from sentinel.benchmarks.server_evidence import read_interpretation
 from sentinel.errors import ValidationError
+from sentinel_bench.cli import main as bench_main
+from sentinel_bench.server import ServerBenchOptions, run_server_bench
+from sentinel_bench.server_data import load_machine
+from sentinel_bench.server_evidence import read_interpretation
 
 METRIC_KEYS = {"event_precision", "event_recall", "event_f1", "false_alarms_per_day", "lead_time_mean_s", "pa_f1",
                "train_s", "score_rows_per_s"}
@@ -52,7 +52,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sentinel.benchmarks.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "sentinel_bench.cli", *args], capture_output=True, text=True,
                           timeout=120)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sentinel.benchmarks.server_lomo import chosen_elsewhere, group_of, leave_one_machine_out
-from sentinel.benchmarks.server_scoring import Counts
+from sentinel_bench.server_lomo import chosen_elsewhere, group_of, leave_one_machine_out
+from sentinel_bench.server_scoring import Counts
 
 GOOD = Counts(alerts=1, hit_alerts=1, segments=1, detected=1, days=1.0)
 BAD = Counts(alerts=4, hit_alerts=0, segments=1, detected=0, days=1.0)

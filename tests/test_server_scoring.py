@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sentinel.benchmarks.server_scoring import Counts, score_events, segments
-from sentinel.models.server_alerts import alert_onsets, budget_threshold
+from sentinel_bench.server_scoring import Counts, score_events, segments
+from sentinel_models.server_alerts import alert_onsets, budget_threshold
 
 
 def _labels(n: int, *segs: tuple[int, int]) -> np.ndarray:

@@ -12,7 +12,6 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from sentinel import codec
-from sentinel.benchmarks.brokers import Tansu, free_port
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent, run_controller, run_detector
 from sentinel.events import GpuReading, GpuState, TelemetrySample
@@ -20,6 +19,7 @@ from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.repository import Repository
 from sentinel.transport import TELEMETRY
 from sentinel.transport.kafka import KafkaTransport
+from sentinel_bench.brokers import Tansu, free_port
 from tests.prom import check_metrics
 from tests.test_agent_outage import _slots
 

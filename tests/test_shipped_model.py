@@ -18,8 +18,8 @@ from sentinel.detector.sample_view import view_of
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import ModelRefused
 from sentinel.events import GpuReading, Recommendation, TelemetrySample
-from sentinel.models import persistence, shipped
 from sentinel.sim import trainset
+from sentinel_models import persistence, shipped
 
 
 def test_the_packaged_files_match_the_sha256_pinned_in_the_code() -> None:
@@ -48,7 +48,7 @@ def test_a_site_key_does_not_refuse_the_shipped_model_but_still_refuses_unsigned
 
 @pytest.mark.parametrize("name", ["model.json", "model.joblib"])
 def test_a_tampered_packaged_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
-    packaged = tmp_path / "site-packages" / "sentinel" / "models" / "shipped" / "hazard"
+    packaged = tmp_path / "site-packages" / "sentinel_models" / "shipped" / "hazard"
     shutil.copytree(shipped.DIRECTORY, packaged)
     monkeypatch.setattr(shipped, "DIRECTORY", packaged.resolve())  # where this install's package lies
     persistence.verify(packaged)  # the copy is the packaged model, byte for byte

@@ -224,7 +224,7 @@ def test_slurmctld_away_longer_than_the_retry_budget_is_a_clear_error(slurm: Slu
 def test_the_actuation_bench_fails_with_the_reason_when_its_training_job_dies_at_start(
         slurm: SlurmCluster, tmp_path: Path) -> None:
     """Issue 17: without torch the job exits 1 at once and the bench kept waiting for an acknowledgement."""
-    from sentinel.benchmarks.actuate import _ended
+    from sentinel_bench.actuate import _ended
 
     scheduler = SlurmScheduler(config(tmp_path, slurm_conf=slurm.conf))
     job = slurm.submit("#!/bin/sh\necho 'ModuleNotFoundError: No module named torch' >&2\nexit 1\n",

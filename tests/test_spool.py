@@ -11,13 +11,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sentinel.benchmarks.brokers import free_port
-from sentinel.collectors.agent import Slot
-from sentinel.collectors.host import HostCollector
-from sentinel.collectors.spool import Spool
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
 from sentinel.metrics import Metrics
+from sentinel_bench.brokers import free_port
+from sentinel_collectors.agent import Slot
+from sentinel_collectors.host import HostCollector
+from sentinel_collectors.spool import Spool
 
 
 def _items(start: int, n: int) -> list[tuple[str, str | None, bytes]]:
@@ -121,7 +121,7 @@ def _run_until_drained(publisher: Any, spool: Spool, timeout_s: float = 30.0) ->
 
 
 def test_a_backlog_drains_in_smaller_batches_when_big_ones_time_out(tmp_path: Path) -> None:
-    from sentinel.collectors.publisher import SpoolPublisher
+    from sentinel_collectors.publisher import SpoolPublisher
 
     spool = Spool(tmp_path / "s.db")
     spool.append(_items(0, 1000))
@@ -146,7 +146,7 @@ class _BrokenClient:
 
 
 def test_the_publisher_survives_an_error_that_is_not_a_transport_error_and_counts_it(tmp_path: Path) -> None:
-    from sentinel.collectors.publisher import SpoolPublisher
+    from sentinel_collectors.publisher import SpoolPublisher
 
     spool = Spool(tmp_path / "s.db")
     spool.append(_items(0, 10))

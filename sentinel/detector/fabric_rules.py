@@ -21,7 +21,7 @@ from sentinel.events import (
     Recommendation,
     Severity,
 )
-from sentinel.models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
+from sentinel_models.features import SYMBOL_ERRORS_PER_H, THERMAL_MASK
 
 # NVSentinel and Azure healthagent: any increase of link_downed is fatal for the port (domain.md).
 # IBTA's 10^-12 bit-error-rate bound: more than 120 symbol errors per hour is a pre-failure signal (domain.md);

@@ -16,8 +16,8 @@ from sentinel.config import HazardConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.windows import GPU_FIELDS, NODE_FIELDS, NodeWindow
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
-from sentinel.models import persistence, shipped
-from sentinel.models.features import (
+from sentinel_models import persistence, shipped
+from sentinel_models.features import (
     FEATURES,
     XID_AGE_CAP_S,
     DeviationBaseline,
@@ -26,7 +26,7 @@ from sentinel.models.features import (
     gpu_features,
     physical_evidence,
 )
-from sentinel.models.hazard import HazardModel
+from sentinel_models.hazard import HazardModel
 
 _OWN = FEATURES.index("temp_dev_excess")  # NaN when the GPU gave no reading in the window
 # Full windows stacked per gpu_features pass: a fleet's nodes fall due together (aligned slots), and stacking all

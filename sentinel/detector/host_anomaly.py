@@ -30,8 +30,8 @@ from sentinel.detector.host_anomaly_state import HostFit, HostStateFiles
 from sentinel.detector.host_rows import HOST_METRICS, HOST_READING_METRICS, RowBuilder, RowRing
 from sentinel.detector.sample_view import SampleView
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
-from sentinel.models.server_alerts import budget_threshold
-from sentinel.models.server_anomaly import EwmaState, ServerAnomalyModel, calibration_scores
+from sentinel_models.server_alerts import budget_threshold
+from sentinel_models.server_anomaly import EwmaState, ServerAnomalyModel, calibration_scores
 
 log = logging.getLogger(__name__)
 RULE = "host-anomaly"

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from sentinel.models.server_anomaly import EwmaState, ServerAnomalyConfig, ServerAnomalyModel
+from sentinel_models.server_anomaly import EwmaState, ServerAnomalyConfig, ServerAnomalyModel
 
 log = logging.getLogger(__name__)
 VERSION = 1

@@ -1,6 +1,6 @@
 """A node's host metrics as fixed-width rows: one row per ``interval_s`` of sample time, the mean of its samples.
 
-The host collector (collectors/host.py) reads load, CPU, memory and disk; the NIC collector's byte counters give
+The host collector (sentinel_collectors.host) reads load, CPU, memory and disk; the NIC collector's byte counters give
 network rates. Each sample becomes a vector over :data:`HOST_METRICS` (NaN where the node did not report the
 metric); samples of one interval (at most ``SAMPLES_PER_ROW`` of them, spread over it) are averaged into one
 row, emitted when the first sample of a later interval arrives. Rows live in :class:`RowRing`, which grows as

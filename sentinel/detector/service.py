@@ -80,7 +80,8 @@ class Detector:
         self.config = config
         self.metrics = metrics
         self.clock = clock
-        self.telemetry_topic, self.logs_topic, self.findings_topic = topics  # other names: benchmarks only
+        # other names let several pipelines share one broker (the pipeline benchmark makes fresh ones per run)
+        self.telemetry_topic, self.logs_topic, self.findings_topic = topics
         self.consumer = transport.consumer(group, [self.telemetry_topic, self.logs_topic],
                                            replay_messages=config.replay_messages)
         self.samples_seen = self.gpu_samples_seen = 0  # totals since start; the metrics grow from them per batch

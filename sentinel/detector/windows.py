@@ -27,7 +27,7 @@ import numpy as np
 from sentinel.counters import counter_delta
 from sentinel.detector.sample_view import GpuView, NicView, SampleView
 from sentinel.events import GpuState
-from sentinel.models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
+from sentinel_models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURSOR_XIDS
 
 __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
 

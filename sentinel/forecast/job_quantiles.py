@@ -17,11 +17,11 @@ import numpy as np
 from sqlalchemy import Engine
 
 from sentinel.load_bins import ALL, BIN_S
-from sentinel.models.calendar_features import DAY
-from sentinel.models.forecast import LoadSeries
-from sentinel.models.job_forecast import JobModel, Jobs, Table
-from sentinel.models.quantile_scores import HORIZONS, QUANTILES
 from sentinel.store.queue_jobs import job_table
+from sentinel_models.calendar_features import DAY
+from sentinel_models.forecast import LoadSeries
+from sentinel_models.job_forecast import JobModel, Jobs, Table
+from sentinel_models.quantile_scores import HORIZONS, QUANTILES
 
 MIN_ENDED = 20
 PAST_BINS = 7 * DAY

@@ -17,10 +17,10 @@ from sentinel.errors import ValidationError
 from sentinel.forecast import resident as models
 from sentinel.forecast.risk import FailureModel, FindingsRisk, RiskForecast, forecast_risk
 from sentinel.load_bins import ALL, BIN_S
-from sentinel.models.calendar_features import DAY
-from sentinel.models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
-from sentinel.models.quantile_scores import HORIZONS
 from sentinel.store import load as store
+from sentinel_models.calendar_features import DAY
+from sentinel_models.forecast import ANCHORS, COARSE, Forecast, LoadSeries
+from sentinel_models.quantile_scores import HORIZONS
 
 RISK_LOOKBACK_S = 86_400.0
 QUANTILE_MODELS = "quantile models of the aggregate load bins"  # quantiles_from when the quantile models answer

@@ -27,10 +27,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sentinel.clock import SystemClock
 from sentinel.load_bins import BIN_S, series
-from sentinel.models.forecast import ANCHORS, COARSE, DemandForecaster, LoadSeries
-from sentinel.models.forecast_trees import from_bytes, to_bytes
-from sentinel.models.load_quantiles import LoadQuantiles
 from sentinel.store import load as store
+from sentinel_models.forecast import ANCHORS, COARSE, DemandForecaster, LoadSeries
+from sentinel_models.forecast_trees import from_bytes, to_bytes
+from sentinel_models.load_quantiles import LoadQuantiles
 
 HISTORY_S = 28 * 86_400.0
 REFIT_BINS = 6

@@ -26,12 +26,12 @@ import numpy as np
 
 from sentinel.clock import ManualClock
 from sentinel.errors import ConfigError
-from sentinel.models import features, hazard, persistence, shipped, training
-from sentinel.models.training import Dataset, Failure, build_dataset
 from sentinel.sim import background, groundtruth, scenario
 from sentinel.sim import fleet as fleet_module
 from sentinel.sim.fleet import Fleet
 from sentinel.sim.groundtruth import TruthEvent
+from sentinel_models import features, hazard, persistence, shipped, training
+from sentinel_models.training import Dataset, Failure, build_dataset
 
 TRAIN_SCENARIO = "train"
 HORIZON_S = 7200.0
@@ -40,7 +40,7 @@ TARGET_PRECISION = 0.95
 SHIFTED_FLEETS = 6
 SHIFT_NODES = 80
 SHIFT_DURATION_S = 86_400.0
-SHIPPED_FOLDER = "hazard"  # models/shipped/<this>
+SHIPPED_FOLDER = "hazard"  # models/sentinel_models/shipped/<this>
 RECIPE_TS = 1_796_601_600.0  # 2026-12-07T00:00:00Z: the shipped model's created_ts (the recipe's date)
 
 
@@ -169,7 +169,7 @@ def train_shipped(root: Path, progress: Callable[[float], None] | None = None) -
 
 
 def pin_shipped(directory: Path, module: Path) -> dict[str, str]:
-    """Write the SHA-256 of the shipped model's files into ``module`` (models/shipped.py's PINNED_SHA256)."""
+    """Write the SHA-256 of the shipped model's files into ``module`` (sentinel_models/shipped.py's PINNED_SHA256)."""
     pins = {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
             for name in (persistence.MODEL_FILE, persistence.META_FILE)}
     text = module.read_text()

@@ -59,7 +59,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
 
 def _alembic_config(engine: Engine) -> AlembicConfig:
     cfg = AlembicConfig()
-    cfg.set_main_option("script_location", str(resources.files("sentinel.migrations")))
+    cfg.set_main_option("script_location", str(resources.files("sentinel_migrations")))
     cfg.attributes["engine"] = engine
     return cfg
 

@@ -14,9 +14,9 @@ import numpy as np
 from sqlalchemy import Engine, func, or_, select, update
 
 from sentinel.load_bins import QueueJob
-from sentinel.models.job_forecast import Jobs
 from sentinel.store import schema as s
 from sentinel.store.sql import upsert
+from sentinel_models.job_forecast import Jobs
 
 _UPDATE = ["partition", "gpus", "start_ts", "time_limit_s", "last_seen_ts", "end_ts"]
 

@@ -19,9 +19,9 @@ from sentinel.verbs import EXIT_ERROR, EXIT_OK, load_config, out
 def cmd_check(args: argparse.Namespace) -> int:
     import pynvml
 
-    from sentinel.collectors.check import judge, read_node
+    from sentinel_collectors.check import judge, read_node
 
-    logging.getLogger("sentinel.collectors.nvml").setLevel(logging.ERROR)  # the result says it once, in its table
+    logging.getLogger("sentinel_collectors.nvml").setLevel(logging.ERROR)  # the result says it once, in its table
     config = load_config(args)
     expected_gpus = config.check.expected_gpus if args.expect_gpus is None else args.expect_gpus
     expected_ib = config.check.expected_ib_ports if args.expect_ib_ports is None else args.expect_ib_ports
@@ -50,8 +50,8 @@ def _resume(config: Config, node: str, healthy: bool) -> dict[str, object]:
     from sentinel.actuator import Resumable
     from sentinel.actuator.autoresume import resume_own_drain
     from sentinel.clock import SystemClock
-    from sentinel.collectors.check import boot_ts
     from sentinel.daemon import build_scheduler
+    from sentinel_collectors.check import boot_ts
 
     if not healthy:  # the scheduler is not even asked
         return {"resumed": False, "why": "its checks fail"}

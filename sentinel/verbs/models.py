@@ -34,8 +34,8 @@ def _progress(args: argparse.Namespace, label: str) -> Any:
 def _train_recipe(args: argparse.Namespace) -> int:
     """``--recipe shipped``: the shipped model's recipe, saved as a site model, or with ``--ship`` as the
     packaged model itself (its pins rewritten)."""
-    from sentinel.models import persistence, shipped
     from sentinel.sim import trainset
+    from sentinel_models import persistence, shipped
 
     show = _progress(args, "simulating the recipe's fleets")
     if args.ship:
@@ -59,9 +59,9 @@ def _train_recipe(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from sentinel.models import hazard, training
-    from sentinel.models.training import Dataset
     from sentinel.sim import trainset
+    from sentinel_models import hazard, training
+    from sentinel_models.training import Dataset
 
     if args.recipe:
         return _train_recipe(args)
@@ -94,7 +94,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _save(args: argparse.Namespace, model: Any, digest: str, source: str, recipe: dict[str, Any] | None,
           extra: dict[str, Any] | None = None) -> int:
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     name = args.name or time.strftime("hazard-%Y%m%d-%H%M%S")
     config = load_config(args)
@@ -129,7 +129,7 @@ def _verified(args: argparse.Namespace, directory: Path) -> str:
     security.key_file is set), else why not."""
     from sentinel.daemon import model_keys
     from sentinel.errors import ModelRefused
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     try:
         persistence.verify(directory, model_keys(load_config(args)))
@@ -141,7 +141,7 @@ def _verified(args: argparse.Namespace, directory: Path) -> str:
 def model_in_use(args: argparse.Namespace) -> dict[str, Any]:
     """The hazard model the detector would load with this config: its name, path and whether it verifies, or
     ``rules only`` when none is configured (``status``, ``check`` and ``model list`` show it)."""
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     spec = load_config(args).detector.hazard.model
     if not spec:
@@ -157,7 +157,7 @@ def model_in_use(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_model_list(args: argparse.Namespace) -> int:
-    from sentinel.models import persistence, shipped
+    from sentinel_models import persistence, shipped
 
     in_use = model_in_use(args)
     found = persistence.list_models(_models_dir(args))
@@ -181,7 +181,7 @@ def cmd_model_list(args: argparse.Namespace) -> int:
 
 
 def cmd_model_show(args: argparse.Namespace) -> int:
-    from sentinel.models import persistence
+    from sentinel_models import persistence
 
     directory = persistence.resolve(args.name, _models_dir(args))
     meta = persistence.metadata(directory)

@@ -135,7 +135,7 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     import msgspec
 
     from sentinel.clock import SystemClock
-    from sentinel.collectors.kmsg import parse_line
+    from sentinel_collectors.kmsg import parse_line
 
     try:
         handle = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
