@@ -35,7 +35,7 @@ test: $(TEST_STAMP)
 	$(BIN)/mypy $(TYPED)
 	@bash tests/debian-deps.sh
 	@bash -c 'set -e; trap "bash tests/services.sh stop" EXIT; bash tests/services.sh start; \
-		eval "$$(bash tests/services.sh env)"; $(BIN)/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)'
+		eval "$$(bash tests/services.sh env)"; $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)'
 
 # Retrain the shipped hazard model by its recipe (sentinel.sim.trainset.train_shipped, ~2 min on 2 cores) and
 # rewrite its pinned SHA-256 in models/sentinel_models/shipped.py; needed after a change to the simulator, the

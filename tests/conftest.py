@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -12,28 +13,48 @@ from sentinel.store.repository import Repository
 
 ROOT = Path(__file__).resolve().parent.parent
 # Modules that start services or processes of their own, or run for tens of seconds: marked ``slow`` (left out of
-# `make check`). Tests that take the shared services' fixtures are marked so too. Under `make test` (pytest-xdist,
-# --dist loadgroup) the slow tests run on one worker (group "services"), one after another as before the suite ran
-# in parallel, since they share one Slurm cluster, one broker and one PostgreSQL; OWN_SERVICES start theirs.
+# `make check`), as is every test that takes a shared service's fixture. Under `make test` (two pytest-xdist
+# workers) the modules that use the shared services (one Slurm cluster, one broker, one PostgreSQL) run on one
+# worker, one test after another as before the suite ran in parallel (``ServiceGroups`` below); OWN_SERVICES
+# start their own on free ports and run beside the others.
 SLOW_MODULES = {
     "test_agent_outage", "test_autoresume", "test_bench_alerting", "test_bench_chaos", "test_bench_pipeline",
     "test_bench_soak", "test_kafka_services", "test_kafka_tls", "test_kafka_transport", "test_models_cli",
     "test_pipeline_delivery", "test_release", "test_service_metrics", "test_slurm_actuator", "test_slurm_e2e",
     "test_torch_hook", "test_kubernetes_actuator",
 }
+OWN_SERVICES = {"test_agent_outage", "test_bench_soak", "test_bench_pipeline", "test_release"}
 SERVICE_FIXTURES = {"pg_url", "kafka_bootstrap", "slurm"}
-# slow modules that start their own services on free ports and may run beside the others
-OWN_SERVICES = {"test_agent_outage", "test_bench_chaos", "test_bench_soak", "test_bench_pipeline", "test_release"}
+_USES_SERVICES = re.compile(r"def test_\w+\([^)]*\b(" + "|".join(SERVICE_FIXTURES) + r")\b")
 
 
+def on_shared_services(module: str) -> bool:
+    """Whether a test module (its name, ``test_x``) uses the shared services, read from its source."""
+    if module in SLOW_MODULES and module not in OWN_SERVICES:
+        return True
+    path = ROOT / "tests" / f"{module}.py"
+    return path.is_file() and bool(_USES_SERVICES.search(path.read_text(encoding="utf-8")))
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-        services = bool(SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())))
-        if services or module in SLOW_MODULES or item.get_closest_marker("postgres"):
+        if (SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) or module in SLOW_MODULES
+                or item.get_closest_marker("postgres")):
             item.add_marker(pytest.mark.slow)
-        if services or module in SLOW_MODULES and not OWN_SERVICES & {module}:
-            item.add_marker(pytest.mark.xdist_group("services"))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Each test is a unit of its own, except that every module on the shared services is one unit together."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ServiceGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+            return "shared-services" if on_shared_services(module) else nodeid
+
+    return ServiceGroups(config, log)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -59,12 +59,12 @@ def test_the_detector_is_timed_with_full_windows_every_node_scored(tmp_path: Pat
     every node in the current slot, so the produced samples continue those series (later sample times)."""
     from sentinel.clock import ManualClock
     from sentinel.transport.memory import MemoryTransport
-    from sentinel_bench.pipeline import WARM_S, _detector, _store, warm_up
+    from sentinel_bench.pipeline import WARM_S, detector_as_shipped, scratch_store, warm_up
     from sentinel_bench.pipeline_samples import messages
 
     model = persistence.save(fit(_synthetic(), horizon_s=3600.0, target_precision=0.95), tmp_path, "m1", "abc",
                              "synthetic")
-    detector = _detector(MemoryTransport(), _store(str(tmp_path)), str(model), ManualClock(), "warm")
+    detector = detector_as_shipped(MemoryTransport(), scratch_store(str(tmp_path)), str(model), ManualClock(), "warm")
     warm_up(detector, 20)
     assert len(detector.windows) == 20 and detector.samples_seen == 0
     assert all(w.count == WARM_S and w.count >= w.size for w in detector.windows.values())
