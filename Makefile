@@ -30,9 +30,7 @@ demo: $(STAMP)
 # tests/services.sh starts the real services the tests use (PostgreSQL, tansu, Slurm) and stops exactly what it
 # started. Two pytest-xdist workers; the tests on the shared services run on one of them (tests/conftest.py).
 # pytest exits 5 when it collected no test: that fails the target too.
-test: $(TEST_STAMP)
-	$(BIN)/ruff check $(LINTED)
-	$(BIN)/mypy $(TYPED)
+test: lint
 	@bash tests/debian-deps.sh
 	@bash -c 'set -e; trap "bash tests/services.sh stop" EXIT; bash tests/services.sh start; \
 		eval "$$(bash tests/services.sh env)"; $(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)'
@@ -58,9 +56,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/mypy $(TYPED)
 
 # The inner loop: lint, types and the tests that need no service and run quickly (not marked slow).
-check: $(TEST_STAMP)
-	$(BIN)/ruff check $(LINTED)
-	$(BIN)/mypy $(TYPED)
+check: lint
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # The benchmarks' own distribution (sentinel-bench), installed beside the product; `sentinel-bench --help` lists them.

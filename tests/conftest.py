@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -28,6 +29,7 @@ SERVICE_FIXTURES = {"pg_url", "kafka_bootstrap", "slurm"}
 _USES_SERVICES = re.compile(r"def test_\w+\([^)]*\b(" + "|".join(SERVICE_FIXTURES) + r")\b")
 
 
+@functools.cache  # asked once per test id by the xdist controller: read each module once
 def on_shared_services(module: str) -> bool:
     """Whether a test module (its name, ``test_x``) uses the shared services, read from its source."""
     if module in SLOW_MODULES and module not in OWN_SERVICES:

@@ -11,6 +11,7 @@ package with a ``sentinel``-prefixed name (``collectors/sentinel_collectors``, `
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from collections import defaultdict
 from pathlib import Path
@@ -55,11 +56,16 @@ def sources() -> list[tuple[Path, str]]:
     return found
 
 
+@functools.cache  # the tests below read the same files: parse each once
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
 def imported_names(path: Path, module: str = "") -> list[str]:
     """Absolute names imported by ``path`` (relative imports resolved against ``module``)."""
     names = []
     package = module.rsplit(".", 1)[0] if module and path.name != "__init__.py" else module
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -153,7 +159,7 @@ def test_the_wall_clock_is_read_only_through_the_clock_module() -> None:
     for path, module in sources():
         if module == "sentinel.clock" or module.startswith("sentinel_bench"):
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Attribute) and (
                     (isinstance(node.value, ast.Name) and (node.value.id, node.attr) in WALL_CLOCK)
                     or (isinstance(node.value, ast.Attribute) and (node.value.attr, node.attr) in WALL_CLOCK)):
