@@ -1,7 +1,7 @@
 """The composition root: builds every service from the config; nothing else constructs its dependencies.
 
 ``sentinel run`` wires agent -> detector -> controller -> actuator in one process over the embedded transport;
-``sentinel demo`` does the same against the simulator (sentinel.demo).
+``sentinel demo`` does the same against the simulator (sentinel.cli.demo).
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
+from sentinel.capacity.load.service import LoadService, build_load_service
 from sentinel.clock import Clock, SystemClock
 from sentinel.config import Config
-from sentinel.controller import Controller
+from sentinel.controller.housekeeping import start_background
+from sentinel.controller.service import Controller
 from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.service import Detector, relax_gc
 from sentinel.errors import ConfigError, ModelRefused, TransportError
-from sentinel.housekeeping import start_background
-from sentinel.load.service import LoadService, build_load_service
-from sentinel.metrics import Metrics, serve_metrics
-from sentinel.sdnotify import Heartbeat, notifier
+from sentinel.obs.metrics import Metrics, serve_metrics
+from sentinel.obs.sdnotify import Heartbeat, notifier
 from sentinel.store import engine as store_engine
 from sentinel.store.journal import StoreJournal
 from sentinel.store.repository import Repository
@@ -103,7 +103,7 @@ def validate(config: Config) -> None:
     for name in config.agent.collectors:
         plugin(COLLECTORS, name, "agent.collectors")
     if config.metrics.web_config_file:
-        from sentinel.metrics_web import load_web_config
+        from sentinel.obs.web import load_web_config
 
         load_web_config(config.metrics.web_config_file)
     slots = {*config.agent.collectors, "nvml-events"}
@@ -118,8 +118,8 @@ def after_bins(config: Config, metrics: Metrics, clock: Clock) -> Callable[[Engi
     partitions (``load.refit``), then publish the capacity outlook's gauges."""
 
     def run(engine: Engine, partitions: list[str]) -> dict[str, str]:
-        from sentinel.forecast.gauges import publish_outlook  # imports the forecaster (and, to fit, sklearn)
-        from sentinel.forecast.resident import refresh
+        from sentinel.capacity.forecast.gauges import publish_outlook  # imports the forecaster (and, to fit, sklearn)
+        from sentinel.capacity.forecast.resident import refresh
 
         done = refresh(engine, partitions) if config.load.refit else {}
         publish_outlook(engine, metrics, clock)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from sentinel.config_actuation import SlurmActuatorConfig
+from sentinel.config.actuation import SlurmActuatorConfig
 from sentinel.errors import SentinelError
 from sentinel.runner import CommandRunner, Completed, SubprocessRunner, output_of
 

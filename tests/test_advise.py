@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sentinel.cli import main
+from sentinel.cli.main import main
 from sentinel.store import schema as s
 from sentinel.store.repository import Repository
 

@@ -18,7 +18,7 @@ from sentinel import codec
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
 from sentinel.events import TelemetrySample
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.testing import FakeNvml, healthy_fields
 from sentinel.transport import TELEMETRY
 from sentinel.transport.kafka import KafkaTransport

@@ -11,9 +11,9 @@ from sentinel.actuator.signing import CommandSigner, process_key
 from sentinel.alerts.grading import grade
 from sentinel.clock import ManualClock
 from sentinel.config import AlertsConfig, from_mapping
-from sentinel.controller import Controller
+from sentinel.controller.service import Controller
 from sentinel.events import EvidenceValue, Finding, FindingClass, Recommendation, Severity
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import FINDINGS
 from sentinel.transport.memory import MemoryTransport

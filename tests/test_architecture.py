@@ -30,7 +30,8 @@ FORBIDDEN = [
     ("sentinel_models", "sentinel.detector", "models are the floor below the detector"),
     ("sentinel_models", "sentinel.store", "models are pure"),
     ("sentinel_collectors", "sentinel.actuator", "collectors read; they do not borrow the actuator"),
-    ("sentinel.store", "sentinel.policy", "the store holds records, not judgement"),
+    ("sentinel.policy", "sentinel.store", "the policy is pure: it judges values, the store persists them"),
+    ("sentinel.policy", "sentinel.transport", "the policy is pure: no I/O"),
     ("sentinel.events", "sentinel.", "the vocabulary is the floor"),
 ]
 # Wall-clock reads other than through sentinel.clock (durations from time.monotonic/perf_counter are fine)

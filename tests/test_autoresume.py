@@ -13,10 +13,10 @@ from sentinel.actuator import LEMON_MARK
 from sentinel.actuator.autoresume import judge_resume, resume_own_drain
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.clock import ManualClock
-from sentinel.config_actuation import SlurmActuatorConfig
-from sentinel.drain_watch import DrainWatch
+from sentinel.config.actuation import SlurmActuatorConfig
+from sentinel.controller.drain_watch import DrainWatch
 from sentinel.events import FindingClass, Incident, IncidentStatus, Severity
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel_collectors.check import boot_ts
 from tests.slurm_cluster import SlurmCluster

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sentinel.config import BreakerConfig
-from sentinel.policy.breaker import Verdict, admission, limit, reset
-from sentinel.store.unit import CLOSED, BreakerRow
+from sentinel.policy.breaker import CLOSED, BreakerState, Verdict, admission, limit, reset
 
 WINDOW_S = 100.0
 
@@ -20,7 +19,7 @@ WINDOW_S = 100.0
 class Judge:
     """Threads the breaker's state through ``admission`` as the controller's transaction does."""
 
-    def __init__(self, max_fraction: float = 0.1, window_s: float = WINDOW_S, state: BreakerRow = CLOSED) -> None:
+    def __init__(self, max_fraction: float = 0.1, window_s: float = WINDOW_S, state: BreakerState = CLOSED) -> None:
         self.config = BreakerConfig(max_fraction=max_fraction, window_s=window_s)
         self.state = state
 
@@ -76,13 +75,13 @@ def test_admitted_nodes_per_window_never_exceed_the_limit_and_a_refusal_opens_fo
 
 
 def test_judging_changes_nothing_it_was_given() -> None:
-    state = BreakerRow(False, "", 0.0, [(1.0, "gpu-001")])
+    state = BreakerState(False, "", 0.0, [(1.0, "gpu-001")])
     admission(state, "gpu-002", 10, 2.0, BreakerConfig(max_fraction=0.1, window_s=WINDOW_S))
-    assert state == BreakerRow(False, "", 0.0, [(1.0, "gpu-001")])
+    assert state == BreakerState(False, "", 0.0, [(1.0, "gpu-001")])
 
 
 def test_an_open_breaker_returns_no_new_state() -> None:
-    opened = BreakerRow(True, "storm", 5.0, [])
+    opened = BreakerState(True, "storm", 5.0, [])
     verdict, new = admission(opened, "gpu-001", 10, 6.0, BreakerConfig())
     assert not verdict.allowed and new is None and "storm" in verdict.reason
 

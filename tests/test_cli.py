@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sentinel.cli import main
+from sentinel.cli.main import main
 
 SENTINEL = [sys.executable, "-m", "sentinel.cli"]
 
@@ -114,11 +114,12 @@ def test_nodes_and_status_read_the_store(demo_db: Path, capsys: pytest.CaptureFi
 
 
 def test_breaker_reset_closes_an_open_breaker(demo_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from sentinel.policy.breaker import BreakerState
     from sentinel.store.engine import make_engine
-    from sentinel.store.repository import BreakerRow, Repository
+    from sentinel.store.repository import Repository
 
     repo = Repository(make_engine(f"sqlite:///{demo_db}"))
-    repo.save_breaker(BreakerRow(True, "test storm", 1.0, []))
+    repo.save_breaker(BreakerState(True, "test storm", 1.0, []))
     assert main(["breaker", "--db", str(demo_db), "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["open"] is True
     assert main(["breaker", "reset", "--db", str(demo_db)]) == 0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sentinel.cli import main
+from sentinel.cli.main import main
 from sentinel.config import from_mapping
 from sentinel.errors import ConfigError
 
@@ -55,7 +55,7 @@ def test_the_demo_refuses_to_delete_a_file_that_is_not_a_demo_store(tmp_path: Pa
 
 
 def test_the_demo_counts_fatal_faults_by_kind_apart_from_benign_events(tmp_path: Path) -> None:
-    from sentinel.demo import DemoOptions, run_demo
+    from sentinel.cli.demo import DemoOptions, run_demo
 
     s = run_demo(DemoOptions(seed=1, db_path=str(tmp_path / "d.db"), duration_s=1800.0)).summary
     assert sum(s["faults_by_kind"].values()) == s["faults_injected"] == 6
@@ -81,8 +81,8 @@ def test_the_demo_honours_output_json_and_refuses_store_and_config_flags_it_woul
 
 
 def test_the_demo_epilogue_names_the_program_as_it_was_run(tmp_path: Path) -> None:
-    from sentinel.demo import DemoOptions, run_demo
-    from sentinel.demo_view import render_demo
+    from sentinel.cli.demo import DemoOptions, run_demo
+    from sentinel.cli.demo_view import render_demo
 
     report = run_demo(DemoOptions(seed=2, db_path=str(tmp_path / "d.db"), duration_s=1200.0))
     text = render_demo(report, program=".venv/bin/sentinel")
@@ -125,7 +125,7 @@ def test_the_cli_reads_the_services_config_from_etc_by_default(tmp_path: Path, m
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 17: `sentinel status` on the central server said `no store at sentinel.db`: the services' config
     and the store URL (in sentinel.env, which only systemd reads) were invisible to the CLI."""
-    from sentinel import verbs
+    from sentinel.cli import verbs
     from sentinel.store.engine import make_engine, upgrade
 
     db = tmp_path / "central.db"

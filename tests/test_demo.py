@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sentinel.demo import DemoOptions, run_demo
-from sentinel.demo_view import expectations_met, render_demo
+from sentinel.cli.demo import DemoOptions, run_demo
+from sentinel.cli.demo_view import expectations_met, render_demo
 
 REQUIRED_KEYS = {"faults_injected", "fatal_faults_detected", "nodes_drained", "benign_events", "benign_actions",
                  "false_actions", "mean_detection_delay_s"}

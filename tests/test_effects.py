@@ -20,10 +20,10 @@ from sentinel.actuator.signing import CommandSigner, CommandVerifier, MemoryNonc
 from sentinel.actuator.steps import SchedulerActuator
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
-from sentinel.controller import Controller
+from sentinel.controller.service import Controller
 from sentinel.errors import TransportError
 from sentinel.events import Finding, FindingClass, Recommendation, Severity
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.journal import StoreJournal

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sentinel.cli import main
-from sentinel.demo import DemoOptions, run_demo
+from sentinel.capacity.bins import ALL, LoadBin
+from sentinel.capacity.bins_store import record_load_bins
+from sentinel.cli.demo import DemoOptions, run_demo
+from sentinel.cli.main import main
 from sentinel.events import Finding, FindingClass, GpuReading, GpuState, Recommendation, Severity, TelemetrySample
-from sentinel.load_bins import ALL, LoadBin
 from sentinel.store.engine import make_engine, upgrade
-from sentinel.store.load import record_load_bins
 from sentinel.store.repository import Repository
 
 START = 1_767_225_600.0
@@ -154,7 +154,7 @@ def test_a_warm_forecast_imports_no_scikit_learn(store: Path, tmp_path: Path) ->
     """The stored model is evaluated with numpy: the command's start does not pay for scikit-learn or scipy."""
     db = _copy(store, tmp_path / "copy.db")
     assert main(["forecast", "--db", str(db), "-o", "json", "--save"]) == 0  # stores a model if none was
-    script = ("import sys\nfrom sentinel.cli import main\n"
+    script = ("import sys\nfrom sentinel.cli.main import main\n"
               f"assert main(['forecast', '--db', {str(db)!r}, '-o', 'json']) == 0\n"
               "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'scipy', 'matplotlib'))\n"
               "print('HEAVY', heavy)\n")
@@ -178,7 +178,7 @@ def test_new_load_bins_publish_the_capacity_outlook_gauges_the_alerts_read(store
     from sentinel.clock import ManualClock
     from sentinel.config import from_mapping
     from sentinel.daemon import after_bins
-    from sentinel.metrics import Metrics
+    from sentinel.obs.metrics import Metrics
 
     metrics = Metrics()
     clock = ManualClock(START + 600.0 * 4 * 144 + 30)
@@ -197,9 +197,9 @@ def test_new_load_bins_publish_the_capacity_outlook_gauges_the_alerts_read(store
 
 
 def test_without_load_bins_nothing_is_published_and_the_stale_alert_stays_quiet(repo: Repository) -> None:
+    from sentinel.capacity.forecast.gauges import publish_outlook
     from sentinel.clock import ManualClock
-    from sentinel.forecast.gauges import publish_outlook
-    from sentinel.metrics import Metrics
+    from sentinel.obs.metrics import Metrics
 
     metrics = Metrics()
     assert publish_outlook(repo.engine, metrics, ManualClock()) == {}
@@ -211,8 +211,8 @@ def test_the_plot_marks_now_says_utc_and_draws_capacity_as_it_was(store: Path, t
     """Issue 17: the plot drew today's capacity across all history, had no 'now' and no time zone."""
     import matplotlib.pyplot as plt
 
-    from sentinel.forecast.outlook import build_report
-    from sentinel.forecast.plot import plot_report
+    from sentinel.capacity.forecast.outlook import build_report
+    from sentinel.capacity.forecast.plot import plot_report
 
     figures: list[Any] = []
     monkeypatch.setattr(plt, "close", figures.append)
@@ -269,8 +269,8 @@ def test_a_forecaster_stored_before_the_quantile_models_falls_back_to_its_interv
         store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A blob from before the quantile models (the forecaster alone) is still used: the quantiles are then the
     point forecast and its interval bounds, as before."""
-    from sentinel.forecast.resident import history
-    from sentinel.store.load import save_forecaster
+    from sentinel.capacity.bins_store import save_forecaster
+    from sentinel.capacity.forecast.resident import history
     from sentinel_models.forecast import ANCHORS, COARSE, DemandForecaster
 
     db = _copy(store, tmp_path / "copy.db")

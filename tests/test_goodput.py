@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from sentinel.goodput import analytic
-from sentinel.goodput.params import Goodput
-from sentinel.goodput.timeline import Costs, Kind, Stop, simulate
+from sentinel.capacity.goodput import analytic
+from sentinel.capacity.goodput.params import Goodput
+from sentinel.capacity.goodput.timeline import Costs, Kind, Stop, simulate
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.groundtruth import TruthEvent
 from sentinel_bench.baselines import Signal

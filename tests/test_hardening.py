@@ -183,7 +183,7 @@ def test_metrics_can_be_served_over_https_with_client_certificates(tmp_path: Pat
     import urllib.request
 
     from sentinel.config import from_mapping
-    from sentinel.metrics import Metrics, serve_metrics
+    from sentinel.obs.metrics import Metrics, serve_metrics
     from sentinel_bench.brokers import free_port
 
     def cert(name: str) -> tuple[Path, Path]:
@@ -307,7 +307,7 @@ def test_model_list_and_show_say_whether_the_detector_would_load_a_model(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from sentinel.cli import main
+    from sentinel.cli.main import main
     from sentinel_models import persistence
 
     root = tmp_path / "models"
@@ -329,7 +329,7 @@ def test_a_refused_model_leaves_the_detector_on_its_rules_and_says_so(tmp_path: 
     from sentinel.clock import ManualClock
     from sentinel.config import from_mapping
     from sentinel.daemon import build_detector
-    from sentinel.metrics import Metrics
+    from sentinel.obs.metrics import Metrics
     from sentinel.transport.memory import MemoryTransport
     from sentinel_models import persistence
 

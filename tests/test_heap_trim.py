@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sentinel.heap_trim import HeapTrim
+from sentinel.obs.heap_trim import HeapTrim
 
 
 def _rss() -> int:

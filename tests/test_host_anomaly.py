@@ -11,14 +11,14 @@ import pytest
 from sentinel import codec
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
-from sentinel.config_detector import HostAnomalyConfig
+from sentinel.config.detector import HostAnomalyConfig
 from sentinel.daemon import Pipeline, build_pipeline
 from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.host_rows import HOST_METRICS, RowBuilder, RowRing
 from sentinel.detector.sample_view import view_of
 from sentinel.errors import ConfigError
 from sentinel.events import FindingClass, HostReading, NicReading, Recommendation, TelemetrySample
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import TELEMETRY
 

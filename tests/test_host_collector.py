@@ -8,7 +8,7 @@ from pathlib import Path
 from sentinel import codec
 from sentinel.clock import ManualClock
 from sentinel.events import TelemetrySample
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.transport import TELEMETRY
 from sentinel_collectors.agent import Agent, Slot
 from sentinel_collectors.host import HostCollector

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sentinel.cli import main
+from sentinel.cli.main import main
 from sentinel.store.repository import Repository
 from tests.test_pipeline import make_rig
 

@@ -14,11 +14,11 @@ from sentinel.actuator.kubernetes import KubernetesScheduler, build_api
 from sentinel.actuator.steps import SchedulerActuator
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
-from sentinel.config_actuation import KubernetesConfig
+from sentinel.config.actuation import KubernetesConfig
 from sentinel.daemon import build_pipeline
 from sentinel.errors import ActuatorError, ValidationError
 from sentinel.events import ActionKind, Command, LogEvent, LogKind, StepStatus, TelemetrySample
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import LOGS, TELEMETRY
 from tests.kmock_cluster import PODS, Cluster, running

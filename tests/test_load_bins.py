@@ -7,12 +7,12 @@ import json
 import pytest
 from sqlalchemy import inspect
 
+from sentinel.capacity.bins import ALL, LoadBin, LoadRecorder, series
+from sentinel.capacity.bins_store import load_bins, partitions, record_load_bins
+from sentinel.capacity.load.squeue import SqueueSource, job_gpus, parse_squeue
 from sentinel.errors import ValidationError
 from sentinel.events import GpuReading, TelemetrySample
-from sentinel.load.squeue import SqueueSource, job_gpus, parse_squeue
-from sentinel.load_bins import ALL, LoadBin, LoadRecorder, series
 from sentinel.store.engine import make_engine, upgrade
-from sentinel.store.load import load_bins, partitions, record_load_bins
 from sentinel.store.repository import Repository
 
 # Slurm 22.05 shape (as on this machine): job_state a string, numbers plain, tres_per_node "gres:gpu:N"

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from sentinel import config as config_mod
+from sentinel.capacity.bins import ALL, LoadBin
+from sentinel.capacity.bins_store import load_bins, record_load_bins, stored_forecaster
+from sentinel.capacity.forecast.resident import refresh
+from sentinel.capacity.load.service import LoadService, build_load_service
+from sentinel.capacity.load.squeue import SqueueSource
 from sentinel.clock import ManualClock
 from sentinel.errors import ConfigError
 from sentinel.events import GpuReading, TelemetrySample
-from sentinel.forecast.resident import refresh
-from sentinel.load.service import LoadService, build_load_service
-from sentinel.load.squeue import SqueueSource
-from sentinel.load_bins import ALL, LoadBin
-from sentinel.store.load import load_bins, record_load_bins, stored_forecaster
 from sentinel.store.repository import Repository
 from tests.test_load_bins import SQUEUE_2311
 
@@ -89,7 +89,7 @@ def test_a_bad_interval_names_its_path() -> None:
 def test_hourly_refits_keep_the_quantile_models_for_a_day_then_fit_them_again(repo: Repository) -> None:
     """The load recorder refits the point forecaster every hour; the quantile models (4-6 times its cost) are
     kept from the last fit that made them, with the same horizons, until a day of newer bins arrived."""
-    from sentinel.forecast.resident import Q_FITTED, history, resident
+    from sentinel.capacity.forecast.resident import Q_FITTED, history, resident
     from sentinel_models.forecast_trees import from_bytes
 
     start = _history(repo, 5.0)

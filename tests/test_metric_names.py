@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from tests.prom import tool
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from sentinel.config import from_mapping
 from sentinel.daemon import build_pipeline
 from sentinel.errors import ValidationError
 from sentinel.events import GpuReading, GpuState, TelemetrySample
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import TELEMETRY
 from tests.prom import check_metrics

@@ -13,11 +13,11 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from sentinel.cli import main
+from sentinel.cli.main import main
 from sentinel.config import from_mapping
 from sentinel.errors import ConfigError
-from sentinel.metrics import Metrics, serve_metrics
-from sentinel.metrics_web import load_web_config
+from sentinel.obs.metrics import Metrics, serve_metrics
+from sentinel.obs.web import load_web_config
 from sentinel_bench.brokers import free_port
 
 

@@ -20,7 +20,7 @@ from sentinel.events import (
     LogKind,
     TelemetrySample,
 )
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.store.repository import Repository
 from sentinel.transport import LOGS, TELEMETRY

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from sentinel.config import PolicyConfig, from_mapping
 from sentinel.events import ActionKind, Finding, FindingClass, Incident, IncidentStatus, Mode, Recommendation, Severity
+from sentinel.policy.breaker import CLOSED, BreakerState
 from sentinel.policy.engine import Facts, decide, operator_request
-from sentinel.store.unit import CLOSED, BreakerRow
 
 NOW = 1_767_225_600.0
 FACTS = Facts(fleet_size=10, prior_action=None, last_executed_ts=None, drained_by=None, command_in_flight=None,
@@ -82,7 +82,7 @@ def test_a_command_under_way_for_the_same_incident_is_not_a_reason_to_hold_back(
 
 
 def test_a_full_window_opens_the_breaker_in_the_next_state() -> None:
-    full = BreakerRow(False, "", 0.0, [(NOW - 10, "gpu-9")])
+    full = BreakerState(False, "", 0.0, [(NOW - 10, "gpu-9")])
     judged = decide(incident(), finding(), replace(FACTS, breaker=full), config(breaker={"max_fraction": 0.1}),
                     NOW)
     assert judged.decision is not None and judged.decision.mode is Mode.OBSERVE

@@ -9,12 +9,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sentinel.actuator.signing import CommandSigner, process_key
-from sentinel.cli import main
+from sentinel.cli.main import main
 from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
-from sentinel.controller import Controller
+from sentinel.controller.service import Controller
 from sentinel.events import ActionKind, Finding, FindingClass, IncidentStatus, Mode, Recommendation, Severity
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.policy import plans
 from sentinel.store.repository import Repository
 from sentinel.transport.memory import MemoryTransport

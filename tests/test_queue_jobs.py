@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, inspect
 
-from sentinel.load.squeue import parse_squeue
+from sentinel.capacity.jobs_store import job_count, job_table, record_jobs
+from sentinel.capacity.load.squeue import parse_squeue
 from sentinel.store.engine import _alembic_config, make_engine, upgrade
-from sentinel.store.queue_jobs import job_count, job_table, record_jobs
 from sentinel.store.repository import Repository
 from tests.pg import empty_postgres
 
@@ -90,10 +90,10 @@ def test_forecast_takes_its_quantiles_from_the_job_table_when_it_has_enough(
 
     import numpy as np
 
-    from sentinel.cli import main
-    from sentinel.load_bins import ALL, LoadBin
+    from sentinel.capacity.bins import ALL, LoadBin
+    from sentinel.capacity.bins_store import record_load_bins
+    from sentinel.cli.main import main
     from sentinel.store import schema
-    from sentinel.store.load import record_load_bins
     from sentinel_models.job_forecast import Jobs, load_at
 
     start, days = 1_767_225_600.0, 3
@@ -124,7 +124,7 @@ def test_forecast_takes_its_quantiles_from_the_job_table_when_it_has_enough(
 
 def test_retention_drops_jobs_that_ended_before_the_cutoff_and_keeps_open_ones(repo: Repository) -> None:
     from sentinel.config import from_mapping
-    from sentinel.housekeeping import DAY_S, cutoffs
+    from sentinel.controller.housekeeping import DAY_S, cutoffs
     from sentinel.store.retention import prune
 
     now = 100 * DAY_S

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, insert, select
 
 from sentinel.config import from_mapping
-from sentinel.housekeeping import DAY_S, cutoffs
+from sentinel.controller.housekeeping import DAY_S, cutoffs
 from sentinel.store import schema as s
 from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.retention import prune

@@ -26,7 +26,7 @@ from sentinel.events import (
     NvLinkReading,
     TelemetrySample,
 )
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import DEAD_LETTERS, FINDINGS, TELEMETRY
 from sentinel.transport.memory import MemoryTransport

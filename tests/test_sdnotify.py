@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 
 from sentinel.clock import SystemClock
-from sentinel.metrics import Metrics
-from sentinel.sdnotify import notifier
+from sentinel.obs.metrics import Metrics
+from sentinel.obs.sdnotify import notifier
 from sentinel_collectors.agent import Agent, Slot
 from sentinel_collectors.host import HostCollector
 

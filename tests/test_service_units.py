@@ -14,7 +14,7 @@ from sentinel.clock import ManualClock
 from sentinel.config import from_mapping
 from sentinel.daemon import build_pipeline
 from sentinel.events import TelemetrySample
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import TELEMETRY
 
@@ -42,7 +42,7 @@ def test_service_units_are_supervised_hardened_and_configurable(unit: str, verb:
     assert s["User"] == ["sentinel"] and s["NoNewPrivileges"] == ["yes"] and s["ProtectSystem"] == ["strict"]
 
 
-def _listen(path: Path) -> socket.socket:
+def listen(path: Path) -> socket.socket:
     server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     server.bind(str(path))
     server.settimeout(5)
@@ -51,14 +51,14 @@ def _listen(path: Path) -> socket.socket:
 
 def test_the_detector_loop_is_ready_after_its_first_poll_then_pets_the_watchdog(tmp_path: Path,
                                                                                 repo: Repository) -> None:
-    from sentinel.sdnotify import notifier
+    from sentinel.obs.sdnotify import notifier
 
     pipeline = build_pipeline(from_mapping({}), ManualClock(1_800_000_000.0), Metrics(), repo)
     for i in range(3):
         sample = TelemetrySample(node=f"n{i}", ts=1_800_000_000.0 + i)
         pipeline.transport.publish(TELEMETRY, sample.node, codec.encode(sample))
     stop = threading.Event()
-    with _listen(tmp_path / "notify.sock") as server:
+    with listen(tmp_path / "notify.sock") as server:
         send = notifier({"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})
         assert send is not None
         sent: list[str] = []
@@ -79,7 +79,7 @@ def test_sentinel_run_is_ready_after_its_first_round(tmp_path: Path, monkeypatch
     monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "notify.sock"))
     config = from_mapping({"store": {"url": f"sqlite:///{tmp_path / 'run.db'}"},
                            "agent": {"collectors": ["host"], "interval_s": 0.05, "node": "node-1"}})
-    with _listen(tmp_path / "notify.sock") as server:
+    with listen(tmp_path / "notify.sock") as server:
         pipeline = daemon.run(config, threading.Event(), max_cycles=2)
         received = [server.recv(256).decode() for _ in range(2)]
     assert received == ["READY=1\nWATCHDOG=1", "WATCHDOG=1"]

@@ -29,7 +29,7 @@ from sentinel.config import from_mapping
 from sentinel.daemon import Pipeline, build_pipeline, command_signing
 from sentinel.errors import ConfigError
 from sentinel.events import ActionKind, Command, SignedCommand
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.store.engine import make_engine
 from sentinel.store.repository import Repository

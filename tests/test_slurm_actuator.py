@@ -15,7 +15,7 @@ import pytest
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.slurm_state import SlurmUnreachable, expand_hostlist, parse_jobs, parse_nodes
 from sentinel.config import from_mapping
-from sentinel.config_actuation import SlurmActuatorConfig
+from sentinel.config.actuation import SlurmActuatorConfig
 from sentinel.errors import ActuatorError, ConfigError
 from sentinel.hooks import ack
 from sentinel.runner import Completed

@@ -20,7 +20,7 @@ from sentinel.daemon import Pipeline, build_pipeline
 from sentinel.events import GpuReading, GpuState, TelemetrySample
 from sentinel.hooks import ack
 from sentinel.hooks.batch import batch_script
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.store.repository import Repository
 from sentinel.transport import TELEMETRY
 from tests.slurm_cluster import NODES, SlurmCluster, wait_for

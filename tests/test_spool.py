@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from sentinel.config import from_mapping
 from sentinel.daemon import run_agent
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel_bench.brokers import free_port
 from sentinel_collectors.agent import Slot
 from sentinel_collectors.host import HostCollector

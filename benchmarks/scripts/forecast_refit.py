@@ -2,11 +2,12 @@
 `python benchmarks/scripts/forecast_refit.py [--data DIR] [--runs N]`.
 
 Loads the newest 28 days of the largest Helios cluster in ``--data`` into a fresh SQLite store as load bins of
-partition ``all``, then ``runs`` times drops the stored forecaster and calls ``sentinel.forecast.resident.refresh``
-(what the load recorder of ``sentinel controller`` / ``sentinel run`` does once 6 new bins arrived: every
-horizon, and since issue 21 the quantile models with it), timing each; then stores 6 more bins and times the
-hourly refit that follows (the point forecaster refitted, the stored quantile models kept: they are refitted
-once a day). Prints the times and the stored blob's size. The first run includes importing scikit-learn.
+partition ``all``, then ``runs`` times drops the stored forecaster and calls
+``sentinel.capacity.forecast.resident.refresh`` (what the load recorder of ``sentinel controller`` /
+``sentinel run`` does once 6 new bins arrived: every horizon, and since issue 21 the quantile models with it),
+timing each; then stores 6 more bins and times the hourly refit that follows (the point forecaster refitted, the
+stored quantile models kept: they are refitted once a day). Prints the times and the stored blob's size. The
+first run includes importing scikit-learn.
 docs/benchmarks.md (Forecast CLI) quotes its output.
 """
 
@@ -19,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sentinel.forecast import resident
-from sentinel.load_bins import ALL, LoadBin
+from sentinel.capacity.bins import ALL, LoadBin
+from sentinel.capacity.bins_store import record_load_bins, stored_forecaster
+from sentinel.capacity.forecast import resident
 from sentinel.store.engine import make_engine, upgrade
-from sentinel.store.load import record_load_bins, stored_forecaster
 from sentinel_bench.traces import read_traces
 
 BINS = 28 * 144

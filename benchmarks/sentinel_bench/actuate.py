@@ -30,12 +30,12 @@ from sentinel import codec
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.clock import SystemClock
 from sentinel.config import from_mapping
-from sentinel.config_actuation import SlurmActuatorConfig
+from sentinel.config.actuation import SlurmActuatorConfig
 from sentinel.daemon import build_pipeline, open_repository
 from sentinel.errors import ActuatorError
 from sentinel.events import Finding, FindingClass, Recommendation, Severity
 from sentinel.hooks.batch import batch_script
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.tables import render
 from sentinel.transport import FINDINGS
 

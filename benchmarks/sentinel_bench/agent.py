@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sentinel.clock import SystemClock
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.tables import render
 from sentinel.testing import FakeNvml, healthy_fields
 from sentinel_collectors.agent import Agent, Slot

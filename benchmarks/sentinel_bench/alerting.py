@@ -34,7 +34,7 @@ from sentinel.config import from_mapping
 from sentinel.daemon import build_pipeline, open_repository
 from sentinel.errors import ValidationError
 from sentinel.events import TelemetrySample
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.sim import scenario
 from sentinel.sim.fleet import Fleet
 from sentinel.sim.groundtruth import TruthEvent, node_name

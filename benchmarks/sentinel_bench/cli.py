@@ -1,7 +1,7 @@
 """``sentinel-bench``: the benchmarks, outside the operator's ``sentinel`` command (docs/benchmarks.md).
 
 Same subcommands, flags and JSON as before (``sentinel-bench detect --scenario validate --json``); exit codes and
-error handling are ``sentinel``'s (``sentinel.cli.run``).
+error handling are ``sentinel``'s (``sentinel.cli.main.run``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from sentinel.cli import common_options, run
-from sentinel.verbs.advise import add_goodput_overrides
+from sentinel.cli.main import common_options, run
+from sentinel.cli.verbs.advise import add_goodput_overrides
 from sentinel_bench.server_verbs import add_server_bench_parsers
 from sentinel_bench.verbs import (
     cmd_bench_actuate,

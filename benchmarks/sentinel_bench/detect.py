@@ -30,7 +30,7 @@ from sentinel.actuator.steps import DryRunActuator
 from sentinel.clock import ManualClock
 from sentinel.config import AlertsConfig, HysteresisConfig, from_mapping
 from sentinel.daemon import build_pipeline, open_repository
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.fleet import Fleet
 from sentinel.sim.groundtruth import TruthEvent

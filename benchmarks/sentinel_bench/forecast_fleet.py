@@ -10,7 +10,7 @@ the first call on a store nobody fitted a model for. Warm: the stored model is f
 ``sentinel controller`` / ``sentinel run`` refits it as bins arrive, or an earlier call did) and is evaluated
 without scikit-learn. The goal (< 2 s) is judged on the warm median, the steady state; cold is reported beside.
 ``--job-table``: the store also holds a job table (8-GPU jobs filling the fleet, the bins derived from it), so
-every call also fits the job model and replays it (``sentinel.forecast.job_quantiles``).
+every call also fits the job model and replays it (``sentinel.capacity.forecast.job_quantiles``).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from sentinel.capacity.bins import ALL, LoadBin
+from sentinel.capacity.bins_store import record_load_bins
 from sentinel.events import Finding, FindingClass, GpuReading, Recommendation, Severity, TelemetrySample
-from sentinel.load_bins import ALL, LoadBin
 from sentinel.store import schema
 from sentinel.store.engine import make_engine, upgrade
-from sentinel.store.load import record_load_bins
 from sentinel.store.repository import Repository
 from sentinel_models.job_forecast import Jobs, load_at
 

@@ -3,7 +3,7 @@
 1. Sentinel's real pipeline (act mode, product defaults, dry-run actuator) and the static-threshold baseline watch
    the scenario's stream (``bench detect``'s replay: every node with a ground-truth event inside its event window,
    plus ``healthy_nodes`` event-free nodes for the whole run).
-2. Each system's actions become stops on the scenario's jobs (``sentinel.goodput.timeline``): the jobs are the
+2. Each system's actions become stops on the scenario's jobs (``sentinel.capacity.goodput.timeline``): the jobs are the
    scenario's full job groups (``job_nodes`` each) that its ``busy_fraction`` of the fleet holds, the nodes left
    over and ``[goodput] spare_nodes`` form the spare pool. Faults interrupt a job unless the system drained the
    node first (in the fault's window: from its precursor to its failure); a drain that asked for a checkpoint
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from sentinel.goodput import analytic
-from sentinel.goodput.params import Goodput
-from sentinel.goodput.timeline import CAUSES, Costs, Kind, Result, Stop, simulate
+from sentinel.capacity.goodput import analytic
+from sentinel.capacity.goodput.params import Goodput
+from sentinel.capacity.goodput.timeline import CAUSES, Costs, Kind, Result, Stop, simulate
 from sentinel.sim import groundtruth, scenario
 from sentinel.sim.groundtruth import TruthEvent
 from sentinel.sim.trainset import cached_model

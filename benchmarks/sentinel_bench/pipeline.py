@@ -49,7 +49,7 @@ from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.service import Detector, relax_gc
 from sentinel.events import Finding, TelemetrySample
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.sim.trainset import cached_model
 from sentinel.store.engine import make_engine, upgrade
 from sentinel.store.repository import Repository

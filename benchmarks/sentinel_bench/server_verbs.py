@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sentinel.cli.verbs import EXIT_OK
 from sentinel.errors import ValidationError
 from sentinel.tables import parse_duration
-from sentinel.verbs import EXIT_OK
 
 DATASETS = {
     "smd": "Server Machine Dataset (KDD'19): 38 metrics, 1-minute sampling",
@@ -24,7 +24,7 @@ DEFAULT_INTERVAL_S = {"smd": 60.0, "asd": 300.0}
 
 
 def add_server_bench_parsers(bench: Any, common: argparse.ArgumentParser) -> None:
-    """Register ``bench smd`` and ``bench asd`` on the ``bench`` subparsers (called from sentinel/cli.py)."""
+    """Register ``bench smd`` and ``bench asd`` on the ``bench`` subparsers (called from sentinel/cli/main.py)."""
     for name, what in DATASETS.items():
         sub = bench.add_parser(
             name, parents=[common],

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sentinel.capacity.bins import BIN_S
 from sentinel.errors import ValidationError
-from sentinel.load_bins import BIN_S
 from sentinel_models.forecast import LoadSeries
 
 REQUIRED = ("time", "running_gpu_num", "pending_gpu_num")

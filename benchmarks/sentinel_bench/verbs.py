@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from sentinel.cli.verbs import EXIT_EXPECTATION, EXIT_OK
 from sentinel.errors import ConfigError, ValidationError
-from sentinel.verbs import EXIT_EXPECTATION, EXIT_OK
 
 
 def cmd_bench_agent(args: argparse.Namespace) -> int:
@@ -109,7 +109,7 @@ def cmd_bench_calibration(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_goodput(args: argparse.Namespace) -> int:
-    from sentinel.verbs.advise import goodput_overrides
+    from sentinel.cli.verbs.advise import goodput_overrides
     from sentinel_bench.goodput import main_progress, render_goodput, run_goodput
 
     if args.workers is not None and args.workers < 1:

@@ -20,8 +20,8 @@ from sentinel import codec
 from sentinel.clock import Clock
 from sentinel.errors import SentinelError
 from sentinel.events import GpuReading, HostReading, LogEvent, NicReading, TelemetrySample
-from sentinel.metrics import Metrics
-from sentinel.sdnotify import Heartbeat
+from sentinel.obs.metrics import Metrics
+from sentinel.obs.sdnotify import Heartbeat
 from sentinel.transport import LOGS, TELEMETRY
 
 log = logging.getLogger(__name__)

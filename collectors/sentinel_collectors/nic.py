@@ -99,7 +99,7 @@ class NicCollector:
                 state=(_text(path / "operstate") or "")[:32],
                 carrier=None if carrier is None else carrier != 0,
                 speed_mbps=None if speed is None or speed < 0 or speed in SPEED_UNKNOWN else speed,
-                mtu=_non_negative(_int(path / "mtu")),
+                mtu=non_negative(_int(path / "mtu")),
                 counters=counters,
             )
 
@@ -188,7 +188,7 @@ def _int(path: Path) -> int | None:
     return int(text) if text is not None and _INT.fullmatch(text) else None
 
 
-def _non_negative(value: int | None) -> int | None:
+def non_negative(value: int | None) -> int | None:
     return value if value is not None and value >= 0 else None
 
 

@@ -7,7 +7,7 @@ import threading
 import time
 
 from sentinel.errors import TransportError
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.transport import Transport
 from sentinel_collectors.spool import Spool
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from sentinel.actuator import OWNED_REASON_PREFIX, JobTiming
 from sentinel.clock import Clock
-from sentinel.config_actuation import KubernetesConfig
+from sentinel.config.actuation import KubernetesConfig
 from sentinel.errors import ActuatorError, ValidationError
 from sentinel.events import NODE_NAME_PATTERN
 

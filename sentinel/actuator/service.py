@@ -28,7 +28,7 @@ from sentinel.actuator.journal import Journal
 from sentinel.actuator.signing import CommandRejected, CommandVerifier
 from sentinel.clock import Clock
 from sentinel.events import ActionResult, Command
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.transport import COMMANDS, RESULTS, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
 

@@ -38,7 +38,7 @@ from sentinel.actuator.slurm_state import (
     parse_nodes,
 )
 from sentinel.clock import Clock, SystemClock
-from sentinel.config_actuation import SlurmActuatorConfig
+from sentinel.config.actuation import SlurmActuatorConfig
 from sentinel.errors import ActuatorError
 from sentinel.hooks import ack
 from sentinel.runner import NOT_FOUND, TIMED_OUT, CommandRunner, Completed

@@ -16,7 +16,7 @@ from sentinel.clock import Clock
 from sentinel.config import CostConfig
 from sentinel.errors import SentinelError
 from sentinel.events import ActionKind, ActionResult, Command, Step, StepStatus
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sentinel.config_alerts import AlertRuleConfig, AlertsConfig
+from sentinel.config.alerts import AlertRuleConfig, AlertsConfig
 from sentinel.events import Finding, Severity
 
 # Signal families: two findings of one family are one signal seen twice (a successful row remap logs Xid 63 and

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sentinel.config_detector import HostAnomalyConfig
+from sentinel.config.detector import HostAnomalyConfig
 from sentinel.detector.findings import make_finding
 from sentinel.detector.host_anomaly_state import HostFit, HostStateFiles
 from sentinel.detector.host_rows import HOST_METRICS, HOST_READING_METRICS, RowBuilder, RowRing

@@ -27,9 +27,9 @@ from sentinel.detector.sample_view import SampleView, decode_view
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
 from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
-from sentinel.heap_trim import HeapTrim
-from sentinel.metrics import Metrics
-from sentinel.sdnotify import Heartbeat
+from sentinel.obs.heap_trim import HeapTrim
+from sentinel.obs.metrics import Metrics
+from sentinel.obs.sdnotify import Heartbeat
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
 from sentinel.transport.deadletter import DeadLetterBatch
 

@@ -13,7 +13,20 @@ import math
 from dataclasses import dataclass
 
 from sentinel.config import BreakerConfig
-from sentinel.store.unit import BreakerRow
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """What the breaker remembers (the store persists it): open or closed, why and since when, and the nodes
+    acted on inside the window as (time, node)."""
+
+    is_open: bool
+    reason: str
+    changed_ts: float
+    recent: list[tuple[float, str]]
+
+
+CLOSED = BreakerState(False, "", 0.0, [])
 
 
 @dataclass(frozen=True)
@@ -28,8 +41,8 @@ def limit(config: BreakerConfig, fleet_size: int) -> int:
     return max(config.min_nodes, math.floor(config.max_fraction * fleet_size + 1e-9))
 
 
-def admission(state: BreakerRow, node: str, fleet_size: int, now: float, config: BreakerConfig,
-              in_service: int | None = None) -> tuple[Verdict, BreakerRow | None]:
+def admission(state: BreakerState, node: str, fleet_size: int, now: float, config: BreakerConfig,
+              in_service: int | None = None) -> tuple[Verdict, BreakerState | None]:
     """The breaker's judgement, without I/O: the verdict on acting on ``node`` now and the new state (None when
     nothing changes). ``in_service``: nodes not held out by Sentinel now; taking one more below
     ``min_healthy`` is refused without opening the breaker (the fleet is thin, not misbehaving)."""
@@ -44,10 +57,10 @@ def admission(state: BreakerRow, node: str, fleet_size: int, now: float, config:
     if node not in nodes and len(nodes) + 1 > cap:
         reason = (f"{len(nodes) + 1} nodes in {config.window_s:.0f} s would exceed the limit of {cap} "
                   f"({config.max_fraction:.0%} of {fleet_size} nodes)")
-        return Verdict(False, f"breaker opened: {reason}"), BreakerRow(True, reason, now, recent)
-    return Verdict(True, ""), BreakerRow(False, "", state.changed_ts, [*recent, (now, node)])
+        return Verdict(False, f"breaker opened: {reason}"), BreakerState(True, reason, now, recent)
+    return Verdict(True, ""), BreakerState(False, "", state.changed_ts, [*recent, (now, node)])
 
 
-def reset(now: float) -> BreakerRow:
+def reset(now: float) -> BreakerState:
     """The state after an operator's ``sentinel breaker reset``: closed, with an empty window."""
-    return BreakerRow(False, "reset by operator", now, [])
+    return BreakerState(False, "reset by operator", now, [])

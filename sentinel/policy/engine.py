@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from sentinel.config import PolicyConfig
 from sentinel.events import ActionKind, Decision, Finding, Incident, Mode, Recommendation
 from sentinel.policy import plans
-from sentinel.policy.breaker import admission
+from sentinel.policy.breaker import BreakerState, admission
 from sentinel.policy.guards import GUARDS, Guard, GuardContext, Proposal
-from sentinel.store.unit import BreakerRow
 
 
 @dataclass(frozen=True)
@@ -30,14 +29,14 @@ class Facts:
     drained_by: str | None  # incident Sentinel holds the node drained for
     command_in_flight: str | None  # incident of a command on this node that is decided but not finished
     recent_incidents: int  # incidents on this node inside policy.lemon.window_s
-    breaker: BreakerRow
+    breaker: BreakerState
     held_out: int = 0  # nodes Sentinel holds out of service now (drained, or a drain under way)
 
 
 @dataclass(frozen=True)
 class Judgement:
     decision: Decision | None  # None: nothing new is called for
-    breaker: BreakerRow | None  # the breaker's next state; None when unchanged
+    breaker: BreakerState | None  # the breaker's next state; None when unchanged
     held_back: tuple[str, ...] = ()  # rails that held an action back (sentinel_guard_blocks_total labels)
 
 
@@ -65,7 +64,7 @@ def decide(incident: Incident, finding: Finding, facts: Facts, config: PolicyCon
         return Judgement(None, None)
     blocked: list[str] = []
     reasons: list[str] = []
-    breaker: BreakerRow | None = None
+    breaker: BreakerState | None = None
     if plans.is_disruptive(action):
         proposal = Proposal(incident.node, incident.id, action)
         ctx = GuardContext(config, now, facts.last_executed_ts, facts.drained_by, facts.command_in_flight)

@@ -20,6 +20,7 @@ ACTION_RANK = {
     ActionKind.DRAIN_REQUEUE: 3,
 }
 CHAIN = tuple(ACTION_RANK)
+DISRUPTIVE = (ActionKind.CHECKPOINT_DRAIN_REQUEUE, ActionKind.DRAIN_REQUEUE)  # they take a node out of the pool
 OPERATOR_REQUESTS = (ActionKind.REQUEST_GPU_RESET, ActionKind.REQUEST_REBOOT)
 
 _BY_RECOMMENDATION = {
@@ -62,7 +63,7 @@ def operator_request(finding: Finding) -> ActionKind | None:
 
 def is_disruptive(action: ActionKind) -> bool:
     """Actions that take a node out of the pool: these pass the guards and the breaker."""
-    return action in (ActionKind.CHECKPOINT_DRAIN_REQUEUE, ActionKind.DRAIN_REQUEUE)
+    return action in DISRUPTIVE
 
 
 def is_fatal_plan(action: ActionKind) -> bool:

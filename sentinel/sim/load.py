@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from sentinel.load_bins import ALL, BIN_S, LoadBin, PartitionLoad, QueueSnapshot, bin_start
+from sentinel.capacity.bins import ALL, BIN_S, LoadBin, PartitionLoad, QueueSnapshot, bin_start
 from sentinel.sim.scheduler import SimScheduler
 
 SIZES = np.array([1, 2, 4, 8, 16])

@@ -17,9 +17,10 @@ from typing import Any
 
 import msgspec
 
-from sentinel.config import explain, require
+from sentinel.capacity.goodput.params import Goodput
+from sentinel.config import explain
+from sentinel.config.fields import Section, non_negative, require
 from sentinel.errors import ConfigError
-from sentinel.goodput.params import Goodput
 from sentinel.sim.background_spec import Background
 
 
@@ -50,35 +51,27 @@ class BenignClass(StrEnum):
     DRIVER_RELOAD = "driver_reload"  # the NVIDIA driver is reloaded: GPU counters reset, same boot id
 
 
-def _non_negative(field: str, value: float) -> None:
-    require(math.isfinite(value) and value >= 0, field, "must be a finite number >= 0", value)
-
-
-class _Section(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    pass
-
-
-class FaultSpec(_Section, frozen=True):
+class FaultSpec(Section, frozen=True):
     rate_per_1000_node_days: float = 0.0
     precursor_s: tuple[float, float] = (1800.0, 7200.0)  # precursor start, uniform in this range before failure
     no_precursor_share: float = 0.2
 
     def __post_init__(self) -> None:
-        _non_negative("rate_per_1000_node_days", self.rate_per_1000_node_days)
+        non_negative("rate_per_1000_node_days", self.rate_per_1000_node_days)
         low, high = self.precursor_s
         require(math.isfinite(high) and 0 <= low <= high, "precursor_s", "must be [low, high] with 0 <= low <= high",
                  list(self.precursor_s))
         require(0 <= self.no_precursor_share <= 1, "no_precursor_share", "must be in [0, 1]", self.no_precursor_share)
 
 
-class BenignSpec(_Section, frozen=True):
+class BenignSpec(Section, frozen=True):
     rate_per_1000_node_days: float = 0.0
 
     def __post_init__(self) -> None:
-        _non_negative("rate_per_1000_node_days", self.rate_per_1000_node_days)
+        non_negative("rate_per_1000_node_days", self.rate_per_1000_node_days)
 
 
-class Faults(_Section, frozen=True):
+class Faults(Section, frozen=True):
     hbm: FaultSpec = msgspec.field(default_factory=FaultSpec)
     thermal: FaultSpec = msgspec.field(default_factory=FaultSpec)
     nvlink: FaultSpec = msgspec.field(default_factory=FaultSpec)
@@ -93,7 +86,7 @@ class Faults(_Section, frozen=True):
         return getattr(self, cls.value)  # type: ignore[no-any-return]
 
 
-class Benign(_Section, frozen=True):
+class Benign(Section, frozen=True):
     app_xid: BenignSpec = msgspec.field(default_factory=BenignSpec)
     spike: BenignSpec = msgspec.field(default_factory=BenignSpec)
     reboot: BenignSpec = msgspec.field(default_factory=BenignSpec)
@@ -103,7 +96,7 @@ class Benign(_Section, frozen=True):
         return getattr(self, cls.value)  # type: ignore[no-any-return]
 
 
-class Storm(_Section, frozen=True):
+class Storm(Section, frozen=True):
     """A bad driver rollout: ``fraction`` of the fleet reports errors within ``spread_s`` of ``at_s``."""
 
     at_s: float
@@ -118,16 +111,16 @@ class Storm(_Section, frozen=True):
         require(0 < self.xid < 65536, "xid", "must be an Xid code", self.xid)
 
 
-class Noise(_Section, frozen=True):
+class Noise(Section, frozen=True):
     temp_sd_c: float = 0.6
     power_sd_w: float = 8.0
 
     def __post_init__(self) -> None:
         for name in ("temp_sd_c", "power_sd_w"):
-            _non_negative(name, getattr(self, name))
+            non_negative(name, getattr(self, name))
 
 
-class Scenario(_Section, frozen=True):
+class Scenario(Section, frozen=True):
     name: str
     description: str = ""
     seed: int = 0

@@ -22,12 +22,13 @@ from sentinel.events import (
     IncidentStatus,
     TelemetrySample,
 )
+from sentinel.policy.breaker import BreakerState
 from sentinel.store import schema as s
 from sentinel.store.queries import Queries
 from sentinel.store.sql import insert_ignore, upsert
-from sentinel.store.unit import BreakerRow, Unit, breaker_row
+from sentinel.store.unit import Unit, breaker_row
 
-__all__ = ["BreakerRow", "Repository"]
+__all__ = ["Repository"]
 
 T = TypeVar("T")
 
@@ -216,16 +217,16 @@ class Repository(Queries):
         with self.engine.begin() as conn:
             conn.execute(update(s.nodes).where(s.nodes.c.name == node).values(drained_incident_id=incident_id))
 
-    def load_breaker(self) -> BreakerRow | None:
+    def load_breaker(self) -> BreakerState | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(s.breaker_state).where(s.breaker_state.c.id == 1)).mappings().first()
         return None if row is None else breaker_row(row)
 
-    def save_breaker(self, state: BreakerRow) -> None:
+    def save_breaker(self, state: BreakerState) -> None:
         with self.unit() as u:
             u.write_breaker(state)
 
-    def update_breaker(self, change: Callable[[BreakerRow], tuple[T, BreakerRow | None]]) -> T:
+    def update_breaker(self, change: Callable[[BreakerState], tuple[T, BreakerState | None]]) -> T:
         """Read the breaker, let ``change`` decide (a pure function: its result and the new state, or None for
         no change) and write, in one transaction that holds the breaker's lock (``Unit.lock_breaker``)."""
         with self.unit() as u:

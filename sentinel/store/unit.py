@@ -8,7 +8,6 @@ transaction, so there is one way to write each record.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, func, select, update
@@ -25,23 +24,13 @@ from sentinel.events import (
     Recommendation,
     Severity,
 )
+from sentinel.policy import plans
+from sentinel.policy.breaker import CLOSED, BreakerState
 from sentinel.store import schema as s
 from sentinel.store.sql import insert_ignore, upsert
 
-CHAIN = [ActionKind.NONE.value, ActionKind.ALERT.value, ActionKind.CHECKPOINT_DRAIN_REQUEUE.value,
-         ActionKind.DRAIN_REQUEUE.value]  # operator requests sit beside the escalation chain
-DISRUPTIVE = [ActionKind.CHECKPOINT_DRAIN_REQUEUE.value, ActionKind.DRAIN_REQUEUE.value]
-
-
-@dataclass(frozen=True)
-class BreakerRow:
-    is_open: bool
-    reason: str
-    changed_ts: float
-    recent: list[tuple[float, str]]
-
-
-CLOSED = BreakerRow(False, "", 0.0, [])
+CHAIN = [action.value for action in plans.CHAIN]  # operator requests sit beside the escalation chain
+DISRUPTIVE = [action.value for action in plans.DISRUPTIVE]
 
 
 class Unit:
@@ -51,7 +40,7 @@ class Unit:
         self.conn = conn
 
     # --- the breaker ---------------------------------------------------------------------------------------
-    def lock_breaker(self) -> BreakerRow:
+    def lock_breaker(self) -> BreakerState:
         """Read the breaker holding its lock until the transaction ends: the first statement writes (an insert
         of the initial row, ignored when it exists), which takes SQLite's write lock, so a second controller
         waits (busy timeout) instead of judging on a stale window; on PostgreSQL the row is read FOR UPDATE."""
@@ -60,7 +49,7 @@ class Unit:
                                 ).mappings().one()
         return breaker_row(row)
 
-    def write_breaker(self, state: BreakerRow) -> None:
+    def write_breaker(self, state: BreakerState) -> None:
         upsert(self.conn, s.breaker_state, _breaker_values(state), keys=["id"],
                update_cols=["is_open", "reason", "changed_ts", "recent"])
 
@@ -180,12 +169,12 @@ class Unit:
         self.conn.execute(update(s.commands).where(s.commands.c.id == command_id).values(status=status))
 
 
-def breaker_row(row: Any) -> BreakerRow:
-    return BreakerRow(bool(row["is_open"]), row["reason"], row["changed_ts"],
+def breaker_row(row: Any) -> BreakerState:
+    return BreakerState(bool(row["is_open"]), row["reason"], row["changed_ts"],
                       [(float(ts), str(node)) for ts, node in row["recent"]])
 
 
-def _breaker_values(state: BreakerRow) -> dict[str, Any]:
+def _breaker_values(state: BreakerState) -> dict[str, Any]:
     return {"id": 1, "is_open": state.is_open, "reason": state.reason, "changed_ts": state.changed_ts,
             "recent": [[ts, node] for ts, node in state.recent]}
 

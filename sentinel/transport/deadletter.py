@@ -12,7 +12,7 @@ import logging
 from sentinel import codec
 from sentinel.errors import TransportError
 from sentinel.events import DeadLetter
-from sentinel.metrics import Metrics
+from sentinel.obs.metrics import Metrics
 from sentinel.transport import DEAD_LETTERS, Message, Transport
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,45 @@
+"""Verbs around acting on nodes: the operator queue (GPU reset and reboot requests) and command-signing keys."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from sentinel.cli.verbs import EXIT_OK, open_repo, out
+from sentinel.clock import SystemClock
+from sentinel.errors import ValidationError
+from sentinel.tables import fmt_ts, render
+
+
+def cmd_requests(args: argparse.Namespace) -> int:
+    """GPU resets and reboots the policy asks a person to carry out; Sentinel never does them itself. Open ones
+    by default; ``requests ack ID`` marks one done."""
+    repo = open_repo(args)
+    if args.action == "ack":
+        if not args.id:
+            raise ValidationError("requests ack: name the request id (the `id` column of `sentinel requests`)")
+        by = os.environ.get("SUDO_USER") or os.environ.get("USER") or "operator"
+        if not repo.ack_request(args.id, by, SystemClock().now()):
+            raise ValidationError(f"no open request {args.id!r} (`sentinel requests --all` lists every one)")
+        out(args, {"id": args.id, "acked_by": by}, f"{args.id}: acknowledged by {by}")
+        return EXIT_OK
+    rows = repo.operator_queue(limit=args.limit, include_acked=args.all)
+    for row in rows:
+        row["requested"] = fmt_ts(row["ts"])
+        row["done"] = f"{fmt_ts(row['acked_ts'])} by {row['acked_by']}" if row["acked_ts"] else "open"
+    columns = [("requested", "requested (UTC)"), ("id", "id"), ("node", "node"), ("action", "request"),
+               ("done", "done"), ("reason", "why")]
+    empty = "no open requests" if not args.all else "operator queue is empty"
+    out(args, rows, render(rows, columns, max_width=70) if rows else empty)
+    return EXIT_OK
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    """Write a new command-signing key (mode 0600); point security.key_file at it on controller and actuator."""
+    from sentinel.actuator.signing import write_key
+
+    key = write_key(args.file)
+    data = {"file": args.file, "key_id": key.key_id, "mode": "0600"}
+    out(args, data, f"wrote {args.file} (mode 0600, key id {key.key_id}); set security.key_file to it "
+                    "on every controller and actuator host (docs/security.md)")
+    return EXIT_OK
