@@ -29,7 +29,15 @@ from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.service import Detector, relax_gc
 from sentinel.errors import ConfigError, ModelRefused, TransportError
-from sentinel.obs.metrics import Metrics, serve_metrics
+from sentinel.obs.metrics import (
+    ActuatorMetrics,
+    AgentMetrics,
+    ControllerProcessMetrics,
+    DetectorMetrics,
+    ForecastMetrics,
+    Metrics,
+    serve_metrics,
+)
 from sentinel.obs.sdnotify import Heartbeat, notifier
 from sentinel.store import engine as store_engine
 from sentinel.store.journal import StoreJournal
@@ -62,7 +70,7 @@ def build_scheduler(config: Config, clock: Clock) -> Scheduler:
     return plugin(SCHEDULERS, config.actuator.kind, "actuator.kind")(config, clock)
 
 
-def build_actuator(config: Config, clock: Clock, metrics: Metrics) -> Actuator:
+def build_actuator(config: Config, clock: Clock, metrics: ActuatorMetrics) -> Actuator:
     """The actuator ``actuator.kind`` names, counting in the service's ``metrics``."""
     plugin(dict.fromkeys(ACTUATORS), config.actuator.kind, "actuator.kind")
     if config.actuator.kind == "dryrun":
@@ -113,7 +121,7 @@ def validate(config: Config) -> None:
                               f"{', '.join(sorted(slots))}")
 
 
-def after_bins(config: Config, metrics: Metrics, clock: Clock) -> Callable[[Engine, list[str]], dict[str, str]]:
+def after_bins(config: Config, metrics: ForecastMetrics, clock: Clock) -> Callable[[Engine, list[str]], dict[str, str]]:
     """What the load service does after storing new bins: refit the stored demand forecasters of their
     partitions (``load.refit``), then publish the capacity outlook's gauges."""
 
@@ -202,7 +210,7 @@ def model_keys(config: Config) -> list[bytes] | None:
     return [k.secret for k in verification_keys(config.security.key_file, config.security.previous_key_files)]
 
 
-def build_detector(config: Config, clock: Clock, metrics: Metrics, repo: Repository,
+def build_detector(config: Config, clock: Clock, metrics: DetectorMetrics, repo: Repository,
                    transport: Transport) -> Detector:
     hazard = None
     try:
@@ -219,8 +227,8 @@ def build_detector(config: Config, clock: Clock, metrics: Metrics, repo: Reposit
     return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard, host=host)
 
 
-def build_effects(config: Config, clock: Clock, metrics: Metrics, repo: Repository, transport: Transport,
-                  actuator: Actuator | None, workers: int,
+def build_effects(config: Config, clock: Clock, metrics: ControllerProcessMetrics, repo: Repository,
+                  transport: Transport, actuator: Actuator | None, workers: int,
                   signing: tuple[CommandSigner, CommandVerifier]) -> tuple[Controller, ActuatorService]:
     """The controller and the actuator service with ``signing`` (``command_signing``); the journal in the store."""
     signer, verifier = signing
@@ -239,7 +247,7 @@ def build_slots(config: Config, clock: Clock) -> list[Slot]:
             for slot in plugin(COLLECTORS, name, "agent.collectors")(config, node, clock)]
 
 
-def build_agent(config: Config, clock: Clock, metrics: Metrics, sink: Callable[[list[Item]], None],
+def build_agent(config: Config, clock: Clock, metrics: AgentMetrics, sink: Callable[[list[Item]], None],
                 slots: list[Slot] | None = None) -> Agent:
     slots = build_slots(config, clock) if slots is None else slots
     return Agent(config.node_name(), slots, sink, metrics, clock, config.agent.interval_s, notify=notifier())
@@ -311,9 +319,9 @@ def _service_transport(config: Config) -> Transport:
     return transport
 
 
-def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None = None) -> Detector:
+def run_detector(config: Config, stop: threading.Event, metrics: DetectorMetrics | None = None) -> Detector:
     """One detector group member: telemetry and logs in, findings out (scale out by starting more)."""
-    metrics = metrics if metrics is not None else Metrics()
+    metrics = metrics if metrics is not None else DetectorMetrics()
     relax_gc()
     transport = _service_transport(config)
     repo = open_repository(config, migrate=False)
@@ -328,12 +336,12 @@ def run_detector(config: Config, stop: threading.Event, metrics: Metrics | None 
     return detector
 
 
-def run_controller(config: Config, stop: threading.Event, metrics: Metrics | None = None,
+def run_controller(config: Config, stop: threading.Event, metrics: ControllerProcessMetrics | None = None,
                    actuator: Actuator | None = None) -> None:
     """Findings -> policy -> commands (any number of controllers on one store: they judge in turn under the
     breaker's lock), and the actuator (one active: the commands topic has one partition; its commands run on
     worker threads, so this loop and its watchdog never wait on a scheduler)."""
-    metrics = metrics if metrics is not None else Metrics()
+    metrics = metrics if metrics is not None else ControllerProcessMetrics()
     clock = SystemClock()
     repo = open_repository(config, migrate=False)
     signing = command_signing(config, clock, repo, require_key_file=True)  # a missing key: refused before Kafka
@@ -365,14 +373,14 @@ def run_controller(config: Config, stop: threading.Event, metrics: Metrics | Non
 
 
 def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = None, slots: list[Slot] | None = None,
-              metrics: Metrics | None = None) -> Agent:
+              metrics: AgentMetrics | None = None) -> Agent:
     """The node agent alone: collectors -> on-disk spool -> Kafka (a publisher thread drains the spool).
 
     ``slots`` replaces the configured collectors (tests and benchmarks pass fake-NVML slots here).
     """
     if config.transport.kind == "memory":
         raise ConfigError('transport.kind: the node agent needs "kafka" (use `sentinel run` for one machine)')
-    clock, metrics = SystemClock(), metrics if metrics is not None else Metrics()
+    clock, metrics = SystemClock(), metrics if metrics is not None else AgentMetrics()
     transport = plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
     spool = Spool(config.agent.spool_path, config.agent.spool_max_messages)
 

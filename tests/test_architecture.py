@@ -33,6 +33,7 @@ FORBIDDEN = [
     ("sentinel.policy", "sentinel.store", "the policy is pure: it judges values, the store persists them"),
     ("sentinel.policy", "sentinel.transport", "the policy is pure: no I/O"),
     ("sentinel.events", "sentinel.", "the vocabulary is the floor"),
+    ("sentinel.obs", "sentinel.config", "what counts sits below the configuration (issue 39)"),
 ]
 # Wall-clock reads other than through sentinel.clock (durations from time.monotonic/perf_counter are fine)
 WALL_CLOCK = {("time", "time"), ("time", "time_ns"), ("datetime", "now"), ("datetime", "utcnow"),

@@ -99,3 +99,14 @@ def test_every_service_serves_lint_clean_metrics_that_count_what_happened(tmp_pa
     assert _value(controller, "sentinel_breaker_open") == 0
     assert (_value(agent, "sentinel_agent_samples_total") or 0) >= 1
     assert not any(t.is_alive() for t in threads), "every service stops (and closes its /metrics) on stop"
+    # Each process exports its own services' metrics and the common ones, nothing of another service (issue 39)
+    families = {name: {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+                for name, text in texts.items()}
+    common = {"sentinel_messages_published_total", "sentinel_dead_letters_total", "sentinel_consumer_lag_messages"}
+    own = {"detector": {"sentinel_findings_total", "sentinel_node_risk"},
+           "controller": {"sentinel_decisions_total", "sentinel_action_steps_total", "sentinel_forecast_healthy_gpus"},
+           "agent": {"sentinel_agent_samples_total", "sentinel_spool_messages"}}
+    for name, names in families.items():
+        assert common | own[name] <= names, name
+        others = set().union(*(own[other] for other in own if other != name))
+        assert not names & others, (name, sorted(names & others))

@@ -20,7 +20,7 @@ from sentinel import codec
 from sentinel.clock import Clock
 from sentinel.errors import SentinelError
 from sentinel.events import GpuReading, HostReading, LogEvent, NicReading, TelemetrySample
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import AgentMetrics
 from sentinel.obs.sdnotify import Heartbeat
 from sentinel.transport import LOGS, TELEMETRY
 
@@ -42,7 +42,7 @@ class Slot:
 
 
 class Agent:
-    def __init__(self, node: str, slots: list[Slot], sink: Callable[[list[Item]], None], metrics: Metrics,
+    def __init__(self, node: str, slots: list[Slot], sink: Callable[[list[Item]], None], metrics: AgentMetrics,
                  clock: Clock, interval_s: float, notify: Callable[[str], None] | None = None) -> None:
         self.node = node
         self.jobs: list[str] = []

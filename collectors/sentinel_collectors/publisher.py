@@ -7,7 +7,7 @@ import threading
 import time
 
 from sentinel.errors import TransportError
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import AgentMetrics
 from sentinel.transport import Transport
 from sentinel_collectors.spool import Spool
 
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 class SpoolPublisher:
-    def __init__(self, spool: Spool, transport: Transport, metrics: Metrics, batch: int = 500,
+    def __init__(self, spool: Spool, transport: Transport, metrics: AgentMetrics, batch: int = 500,
                  max_backoff_s: float = 5.0) -> None:
         self.spool = spool
         self.transport = transport

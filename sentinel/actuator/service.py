@@ -28,7 +28,7 @@ from sentinel.actuator.journal import Journal
 from sentinel.actuator.signing import CommandRejected, CommandVerifier
 from sentinel.clock import Clock
 from sentinel.events import ActionResult, Command
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import ActuatorMetrics
 from sentinel.transport import COMMANDS, RESULTS, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
 
@@ -40,7 +40,7 @@ RESUME_INTERVAL_S = 30.0  # unfinished commands in the journal (interrupted by a
 
 class ActuatorService:
     def __init__(
-        self, transport: Transport, actuator: Actuator, metrics: Metrics, clock: Clock, *,
+        self, transport: Transport, actuator: Actuator, metrics: ActuatorMetrics, clock: Clock, *,
         verifier: CommandVerifier, journal: Journal, group: str = "sentinel-actuator", workers: int = 0,
         owner: str = "",
     ) -> None:

@@ -16,14 +16,14 @@ from sentinel.clock import Clock
 from sentinel.config import CostConfig
 from sentinel.errors import SentinelError
 from sentinel.events import ActionKind, ActionResult, Command, Step, StepStatus
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import ActuatorMetrics
 
 log = logging.getLogger(__name__)
 
 
 class SchedulerActuator:
     def __init__(self, scheduler: Scheduler, clock: Clock, cost: CostConfig | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: ActuatorMetrics | None = None) -> None:
         """``cost`` skips checkpoints that buy nothing, when the scheduler reports job timing (JobTimingSource)."""
         self.scheduler = scheduler
         self.clock = clock

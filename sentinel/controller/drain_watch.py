@@ -19,14 +19,14 @@ import threading
 from sentinel.actuator import OWNED_REASON_PREFIX, NodeLister, Scheduler
 from sentinel.clock import Clock
 from sentinel.errors import ActuatorError
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import ControllerMetrics
 from sentinel.store.repository import Repository
 
 log = logging.getLogger(__name__)
 
 
 class DrainWatch:
-    def __init__(self, repo: Repository, scheduler: Scheduler, clock: Clock, metrics: Metrics,
+    def __init__(self, repo: Repository, scheduler: Scheduler, clock: Clock, metrics: ControllerMetrics,
                  interval_s: float) -> None:
         self.repo, self.scheduler, self.clock, self.metrics = repo, scheduler, clock, metrics
         self.interval_s = interval_s

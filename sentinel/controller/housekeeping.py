@@ -12,7 +12,7 @@ from sentinel.actuator import Scheduler
 from sentinel.clock import Clock
 from sentinel.config import Config, RetentionConfig
 from sentinel.controller.drain_watch import DrainWatch
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import ControllerMetrics
 from sentinel.store.repository import Repository
 from sentinel.store.retention import Cutoffs, prune
 
@@ -30,7 +30,8 @@ def cutoffs(config: RetentionConfig, now: float) -> Cutoffs:
                    queue_jobs=before(config.queue_jobs_days))
 
 
-def prune_store(repo: Repository, config: RetentionConfig, clock: Clock, metrics: Metrics | None) -> dict[str, int]:
+def prune_store(repo: Repository, config: RetentionConfig, clock: Clock,
+                metrics: ControllerMetrics | None) -> dict[str, int]:
     now = clock.now()
     counts = prune(repo.engine, cutoffs(config, now), now)
     if metrics is not None:
@@ -41,7 +42,7 @@ def prune_store(repo: Repository, config: RetentionConfig, clock: Clock, metrics
     return counts
 
 
-def start_pruner(repo: Repository, config: RetentionConfig, clock: Clock, metrics: Metrics,
+def start_pruner(repo: Repository, config: RetentionConfig, clock: Clock, metrics: ControllerMetrics,
                  stop: threading.Event) -> threading.Thread:
     def loop() -> None:
         while not stop.wait(config.interval_s):
@@ -55,7 +56,7 @@ def start_pruner(repo: Repository, config: RetentionConfig, clock: Clock, metric
     return thread
 
 
-def start_background(config: Config, repo: Repository, clock: Clock, metrics: Metrics, stop: threading.Event,
+def start_background(config: Config, repo: Repository, clock: Clock, metrics: ControllerMetrics, stop: threading.Event,
                      scheduler: Callable[[], Scheduler]) -> None:
     """Retention always; the drain watch (which also stores the scheduler's node list) when a scheduler is driven
     (a dry run drains nothing)."""

@@ -37,7 +37,7 @@ from sentinel.events import (
     Step,
     StepStatus,
 )
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import ControllerMetrics
 from sentinel.policy import engine, incidents, plans
 from sentinel.policy.breaker import BreakerState
 from sentinel.policy.guards import Guard
@@ -79,7 +79,7 @@ class Controller:
         transport: Transport,
         repo: ControllerStore,
         config: PolicyConfig,
-        metrics: Metrics,
+        metrics: ControllerMetrics,
         clock: Clock,
         *,
         signer: CommandSigner,

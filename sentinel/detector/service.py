@@ -28,7 +28,7 @@ from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError, TransportError
 from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
 from sentinel.obs.heap_trim import HeapTrim
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import DetectorMetrics
 from sentinel.obs.sdnotify import Heartbeat
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
 from sentinel.transport.deadletter import DeadLetterBatch
@@ -65,7 +65,7 @@ class Detector:
         transport: Transport,
         repo: SampleStore,
         config: DetectorConfig,
-        metrics: Metrics,
+        metrics: DetectorMetrics,
         clock: Clock,
         group: str = "sentinel-detector",
         topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS),

@@ -1,12 +1,21 @@
-"""Every Prometheus metric Sentinel exports, on one injected registry.
+"""Every Prometheus metric Sentinel exports, grouped by the service that counts it; a process registers only
+the groups of the services it runs.
+
+``ServiceMetrics`` holds what every process exports (transport traffic, consumer lag, dead letters, refused
+scrapes); each service's group adds its own on top: ``AgentMetrics``, ``DetectorMetrics``, ``ControllerMetrics``
+(incl. the controller's retention and drain-watch threads), ``ActuatorMetrics``, ``ForecastMetrics``. A
+process's metrics object is the union of its services' groups (``ControllerProcessMetrics`` for
+``sentinel controller``, ``Metrics`` — every group — for ``sentinel run`` and the demo); each service is typed
+with the one group it uses, so a service that counted another's metric would not type-check.
 
 Names follow Prometheus conventions: ``sentinel_`` prefix, base units, ``_total`` on counters, low-cardinality
 labels (never a node name on a counter that grows with the fleet, except the per-node risk gauge, whose series
 expire with the risk). deploy/prometheus/ holds the alert and recording rules over these names and
 deploy/grafana/ the dashboard; tests/test_metric_names.py keeps both in step with this module.
 
-Setters at the bottom are the contract for the parts that publish values from models (hazard, forecast):
-they validate what they are given so a bad model output becomes an error, not a strange series.
+Setters are the contract for the parts that publish values from models (hazard, forecast): they validate what
+they are given so a bad model output becomes an error, not a strange series. The module imports only the floor
+(errors, events, topics), not the configuration.
 """
 
 from __future__ import annotations
@@ -15,10 +24,10 @@ import logging
 import math
 import re
 from collections.abc import Callable
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from sentinel.config import MetricsConfig
 from sentinel.errors import ValidationError
 from sentinel.events import ActionKind, FindingClass, Mode, Severity, Step, StepStatus
 from sentinel.topics import COMMANDS, FINDINGS, LOGS, RESULTS, TELEMETRY
@@ -29,7 +38,12 @@ HORIZON_PATTERN = re.compile(r"^[1-9][0-9]{0,3}[mhd]\Z")  # "10m", "1h", "3h", "
 log = logging.getLogger(__name__)
 
 
-class Metrics:
+class ServiceMetrics:
+    """What every process exports. Subclasses register their group after this one; a class that combines groups
+    (``Metrics``) registers each once (cooperative ``__init__`` along the MRO). Known label sets are exported at 0
+    from the start: ``increase()`` cannot see a series' first sample, so an alert on the first fatal finding or
+    failed step would otherwise miss it."""
+
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
@@ -54,96 +68,24 @@ class Metrics:
             "Messages between a consumer group's position and the high watermark of the topic's partitions.",
             ["group", "topic"], registry=r,
         )
+        for topic in (TELEMETRY, LOGS, FINDINGS, COMMANDS, RESULTS):
+            self.dead_letters.labels(topic)
+
+    def set_consumer_lag(self, group: str, lags: dict[str, int]) -> None:
+        """Publish a consumer's lag per topic (``Consumer.lag()``)."""
+        for topic, behind in lags.items():
+            self.consumer_lag.labels(group, topic).set(behind)
+
+
+class AgentMetrics(ServiceMetrics):
+    """The node agent: collector reads, its spool and the publisher that empties it."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        r = self.registry
         self.samples_collected = Counter(
             "sentinel_agent_samples_total", "Telemetry samples the agent produced.", registry=r
         )
-        self.samples = Counter("sentinel_samples_total", "Telemetry samples processed by the detector.", registry=r)
-        self.gpu_samples = Counter("sentinel_gpu_samples_total", "Per-GPU readings processed.", registry=r)
-        self.findings = Counter("sentinel_findings_total", "Findings published.", ["kind", "severity"], registry=r)
-        self.node_risk = Gauge(
-            "sentinel_node_risk",
-            "Probability (0-1) that the node fails soon: the hazard model's estimate, else the confidence of its "
-            "latest critical or fatal finding. A node's series expires when nothing renews it.",
-            ["node"], registry=r,
-        )
-        self.decisions = Counter("sentinel_decisions_total", "Policy decisions.", ["action", "mode"], registry=r)
-        self.guard_blocks = Counter(
-            "sentinel_guard_blocks_total",
-            "Actions a guard or the breaker turned into observe-only.",
-            ["guard"],
-            registry=r,
-        )
-        self.commands_issued = Counter(
-            "sentinel_commands_issued_total", "Commands the controller sent to the actuator.", ["action"], registry=r
-        )
-        self.commands = Counter(
-            "sentinel_commands_total", "Commands finished, by the status of their final (verify) step.", ["result"],
-            registry=r,
-        )
-        self.action_steps = Counter(
-            "sentinel_action_steps_total", "Actuator steps by step and status.", ["step", "status"], registry=r
-        )
-        self.commands_rejected = Counter(
-            "sentinel_commands_rejected_total",
-            "Commands the actuator refused and did not act on (unsigned, tampered, expired, replayed, ...).",
-            ["reason"], registry=r,
-        )
-        self.pruned_rows = Counter(
-            "sentinel_store_pruned_rows_total", "Rows store retention deleted (store.retention), per table.",
-            ["table"], registry=r
-        )
-        self.nodes_returned = Counter(
-            "sentinel_nodes_returned_total",
-            "Nodes Sentinel drained that the scheduler shows back in service without it (sentinel check --resume, "
-            "scontrol resume, kubectl uncordon): drain mark cleared, incident resolved.", registry=r
-        )
-        self.commands_resent = Counter(
-            "sentinel_commands_resent_total",
-            "Commands the controller's outbox published again: no final result arrived within "
-            "policy.command_resend_s (a lost message, or an actuator that died mid-command).", registry=r
-        )
-        self.commands_expired = Counter(
-            "sentinel_commands_expired_total",
-            "Decided commands that expired before the actuator took them (never carried out).", registry=r
-        )
-        self.commands_resumed = Counter(
-            "sentinel_commands_resumed_total",
-            "Commands the actuator resumed from its journal after an interruption (restart, redelivery, re-send).",
-            registry=r,
-        )
-        self.actuator_errors = Counter(
-            "sentinel_actuator_errors_total",
-            "Commands interrupted by an unexpected error, by the error's type; kept unfinished and resumed later.",
-            ["error"], registry=r,
-        )
-        self.actuator_in_flight = Gauge(
-            "sentinel_actuator_commands_in_flight", "Commands the actuator is carrying out now.", registry=r
-        )
-        self.lemon_nodes = Gauge(
-            "sentinel_lemon_nodes", "Nodes with policy.lemon.min_incidents incidents inside policy.lemon.window_s.",
-            registry=r,
-        )
-        self.checkpoints_skipped = Counter(
-            "sentinel_checkpoints_skipped_total",
-            "Job checkpoints the actuator skipped as not worth it (recent checkpoint, job ends soon).",
-            ["reason"], registry=r,
-        )
-        self.open_incidents = Gauge("sentinel_open_incidents", "Incidents not yet resolved.", registry=r)
-        self.alerts = Counter(
-            "sentinel_alerts_total", "Operator-facing alerts raised (one per node episode; docs/alerts.md).",
-            ["kind"], registry=r)
-        self.alerts_held = Counter(
-            "sentinel_alerts_held_total", "Alerts held, not sent again: the node's previous alert had just ended.",
-            registry=r)
-        self.node_alert = Gauge(
-            "sentinel_node_alert", "1 while the node has an open operator-facing alert (docs/alerts.md).",
-            ["node", "kind"], registry=r)
-        self.nodes = Gauge(
-            "sentinel_nodes",
-            "Known nodes by state: reporting, silent (no sample stored recently) or drained (held by Sentinel).",
-            ["state"], registry=r,
-        )
-        self.breaker_open = Gauge("sentinel_breaker_open", "1 while the circuit breaker is open.", registry=r)
         self.collector_errors = Counter(
             "sentinel_collector_errors_total", "Collector reads that failed.", ["collector"], registry=r
         )
@@ -165,6 +107,23 @@ class Metrics:
             "sentinel_agent_cycle_duration_seconds", "Time to read all due collectors once.",
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5), registry=r,
         )
+
+
+class DetectorMetrics(ServiceMetrics):
+    """The detector: samples scored, findings published, per-node risk and the models in use."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        r = self.registry
+        self.samples = Counter("sentinel_samples_total", "Telemetry samples processed by the detector.", registry=r)
+        self.gpu_samples = Counter("sentinel_gpu_samples_total", "Per-GPU readings processed.", registry=r)
+        self.findings = Counter("sentinel_findings_total", "Findings published.", ["kind", "severity"], registry=r)
+        self.node_risk = Gauge(
+            "sentinel_node_risk",
+            "Probability (0-1) that the node fails soon: the hazard model's estimate, else the confidence of its "
+            "latest critical or fatal finding. A node's series expires when nothing renews it.",
+            ["node"], registry=r,
+        )
         self.detect_seconds = Histogram(
             "sentinel_detect_duration_seconds",
             "Detector time per telemetry batch.",
@@ -184,6 +143,162 @@ class Metrics:
             "1 while the configured hazard model was refused (unsigned, changed after training, in an unsafe "
             "folder, ...) and the detector runs on its rules only.", registry=r,
         )
+        self._risk_ts: dict[str, float] = {}
+        self._model_versions: dict[str, str] = {}
+        for kind in FindingClass:
+            for severity in Severity:
+                self.findings.labels(kind.value, severity.value)
+
+    def set_node_risk(self, node: str, probability: float, now: float) -> None:
+        """Publish ``node``'s failure probability (0-1); it stays until renewed or expired by ``expire_node_risk``."""
+        _check(0.0 <= probability <= 1.0, f"node risk must be in [0, 1], got {probability!r}")
+        self.node_risk.labels(node).set(probability)
+        self._risk_ts[node] = now
+
+    def expire_node_risk(self, now: float, ttl_s: float) -> list[str]:
+        """Drop the series of nodes whose risk was not renewed within ``ttl_s``; return those nodes."""
+        stale = [node for node, ts in self._risk_ts.items() if now - ts > ttl_s]
+        for node in stale:
+            del self._risk_ts[node]
+            self.node_risk.remove(node)
+        return stale
+
+    def set_model(self, name: str, version: str, trained_ts: float) -> None:
+        """Record the model in use under ``name`` (hazard, anomaly, forecast...); replaces its previous version."""
+        _check(bool(re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name)), f"model name must be snake_case, got {name!r}")
+        _check(0 < len(version) <= 64, f"model version must be 1-64 characters, got {version!r}")
+        _check(math.isfinite(trained_ts) and trained_ts >= 0, f"trained_ts must be a timestamp, got {trained_ts!r}")
+        old = self._model_versions.get(name)
+        if old is not None and old != version:
+            self.model_info.remove(name, old)
+        self._model_versions[name] = version
+        self.model_info.labels(name, version).set(1)
+        self.model_trained.labels(name).set(trained_ts)
+
+
+class ControllerMetrics(ServiceMetrics):
+    """The controller: decisions, guards, the breaker, alerts, incidents, the outbox and its two threads
+    (store retention, the drain watch)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        r = self.registry
+        self.decisions = Counter("sentinel_decisions_total", "Policy decisions.", ["action", "mode"], registry=r)
+        self.guard_blocks = Counter(
+            "sentinel_guard_blocks_total",
+            "Actions a guard or the breaker turned into observe-only.",
+            ["guard"],
+            registry=r,
+        )
+        self.commands_issued = Counter(
+            "sentinel_commands_issued_total", "Commands the controller sent to the actuator.", ["action"], registry=r
+        )
+        self.commands = Counter(
+            "sentinel_commands_total", "Commands finished, by the status of their final (verify) step.", ["result"],
+            registry=r,
+        )
+        self.pruned_rows = Counter(
+            "sentinel_store_pruned_rows_total", "Rows store retention deleted (store.retention), per table.",
+            ["table"], registry=r
+        )
+        self.nodes_returned = Counter(
+            "sentinel_nodes_returned_total",
+            "Nodes Sentinel drained that the scheduler shows back in service without it (sentinel check --resume, "
+            "scontrol resume, kubectl uncordon): drain mark cleared, incident resolved.", registry=r
+        )
+        self.commands_resent = Counter(
+            "sentinel_commands_resent_total",
+            "Commands the controller's outbox published again: no final result arrived within "
+            "policy.command_resend_s (a lost message, or an actuator that died mid-command).", registry=r
+        )
+        self.commands_expired = Counter(
+            "sentinel_commands_expired_total",
+            "Decided commands that expired before the actuator took them (never carried out).", registry=r
+        )
+        self.lemon_nodes = Gauge(
+            "sentinel_lemon_nodes", "Nodes with policy.lemon.min_incidents incidents inside policy.lemon.window_s.",
+            registry=r,
+        )
+        self.open_incidents = Gauge("sentinel_open_incidents", "Incidents not yet resolved.", registry=r)
+        self.alerts = Counter(
+            "sentinel_alerts_total", "Operator-facing alerts raised (one per node episode; docs/alerts.md).",
+            ["kind"], registry=r)
+        self.alerts_held = Counter(
+            "sentinel_alerts_held_total", "Alerts held, not sent again: the node's previous alert had just ended.",
+            registry=r)
+        self.node_alert = Gauge(
+            "sentinel_node_alert", "1 while the node has an open operator-facing alert (docs/alerts.md).",
+            ["node", "kind"], registry=r)
+        self.nodes = Gauge(
+            "sentinel_nodes",
+            "Known nodes by state: reporting, silent (no sample stored recently) or drained (held by Sentinel).",
+            ["state"], registry=r,
+        )
+        self.breaker_open = Gauge("sentinel_breaker_open", "1 while the circuit breaker is open.", registry=r)
+        self._alerting: set[tuple[str, str]] = set()
+        for action in ActionKind:
+            for mode in Mode:
+                self.decisions.labels(action.value, mode.value)
+            self.commands_issued.labels(action.value)
+        for kind in FindingClass:
+            self.alerts.labels(kind.value)
+        for status in StepStatus:
+            self.commands.labels(status.value)
+
+    def set_node_alerts(self, alerting: dict[str, str]) -> None:
+        """``sentinel_node_alert`` is 1 for exactly the nodes of ``alerting`` (node -> its alert's kind): an alert
+        that resolved loses its series, so the Prometheus alert on it resolves too."""
+        current = {(n, k) for n, k in alerting.items()}
+        for node, kind in self._alerting - current:
+            self.node_alert.remove(node, kind)
+        for node, kind in current:
+            self.node_alert.labels(node, kind).set(1)
+        self._alerting = current
+
+
+class ActuatorMetrics(ServiceMetrics):
+    """The actuator: commands refused, steps carried out, resumed or interrupted, checkpoints skipped."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        r = self.registry
+        self.action_steps = Counter(
+            "sentinel_action_steps_total", "Actuator steps by step and status.", ["step", "status"], registry=r
+        )
+        self.commands_rejected = Counter(
+            "sentinel_commands_rejected_total",
+            "Commands the actuator refused and did not act on (unsigned, tampered, expired, replayed, ...).",
+            ["reason"], registry=r,
+        )
+        self.commands_resumed = Counter(
+            "sentinel_commands_resumed_total",
+            "Commands the actuator resumed from its journal after an interruption (restart, redelivery, re-send).",
+            registry=r,
+        )
+        self.actuator_errors = Counter(
+            "sentinel_actuator_errors_total",
+            "Commands interrupted by an unexpected error, by the error's type; kept unfinished and resumed later.",
+            ["error"], registry=r,
+        )
+        self.actuator_in_flight = Gauge(
+            "sentinel_actuator_commands_in_flight", "Commands the actuator is carrying out now.", registry=r
+        )
+        self.checkpoints_skipped = Counter(
+            "sentinel_checkpoints_skipped_total",
+            "Job checkpoints the actuator skipped as not worth it (recent checkpoint, job ends soon).",
+            ["reason"], registry=r,
+        )
+        for status in StepStatus:
+            for step in Step:
+                self.action_steps.labels(step.value, status.value)
+
+
+class ForecastMetrics(ServiceMetrics):
+    """The capacity outlook the load recorder publishes after each refit."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(registry)
+        r = self.registry
         self.forecast_demand = Gauge(
             "sentinel_forecast_demand_gpus",
             "Forecast GPU demand (running plus pending) at the horizon; bound is mean, lower or upper.",
@@ -204,71 +319,6 @@ class Metrics:
         self.forecast_generated = Gauge(
             "sentinel_forecast_generated_timestamp_seconds", "When the latest forecast was made.", registry=r
         )
-        self._risk_ts: dict[str, float] = {}
-        self._alerting: set[tuple[str, str]] = set()
-        self._model_versions: dict[str, str] = {}
-        self._zero_known_series()
-
-    def _zero_known_series(self) -> None:
-        """Export every known label set at 0 from the start: ``increase()`` cannot see a series' first sample,
-        so an alert on the first fatal finding or failed step would otherwise miss it."""
-        for kind in FindingClass:
-            for severity in Severity:
-                self.findings.labels(kind.value, severity.value)
-        for action in ActionKind:
-            for mode in Mode:
-                self.decisions.labels(action.value, mode.value)
-            self.commands_issued.labels(action.value)
-            self.alerts.labels(kind.value)
-        for status in StepStatus:
-            self.commands.labels(status.value)
-            for step in Step:
-                self.action_steps.labels(step.value, status.value)
-        for topic in (TELEMETRY, LOGS, FINDINGS, COMMANDS, RESULTS):
-            self.dead_letters.labels(topic)
-
-    # --- setters for values that come from models ---------------------------------------------------------------
-
-    def set_node_risk(self, node: str, probability: float, now: float) -> None:
-        """Publish ``node``'s failure probability (0-1); it stays until renewed or expired by ``expire_node_risk``."""
-        _check(0.0 <= probability <= 1.0, f"node risk must be in [0, 1], got {probability!r}")
-        self.node_risk.labels(node).set(probability)
-        self._risk_ts[node] = now
-
-    def set_node_alerts(self, alerting: dict[str, str]) -> None:
-        """``sentinel_node_alert`` is 1 for exactly the nodes of ``alerting`` (node -> its alert's kind): an alert
-        that resolved loses its series, so the Prometheus alert on it resolves too."""
-        current = {(n, k) for n, k in alerting.items()}
-        for node, kind in self._alerting - current:
-            self.node_alert.remove(node, kind)
-        for node, kind in current:
-            self.node_alert.labels(node, kind).set(1)
-        self._alerting = current
-
-    def expire_node_risk(self, now: float, ttl_s: float) -> list[str]:
-        """Drop the series of nodes whose risk was not renewed within ``ttl_s``; return those nodes."""
-        stale = [node for node, ts in self._risk_ts.items() if now - ts > ttl_s]
-        for node in stale:
-            del self._risk_ts[node]
-            self.node_risk.remove(node)
-        return stale
-
-    def set_consumer_lag(self, group: str, lags: dict[str, int]) -> None:
-        """Publish a consumer's lag per topic (``Consumer.lag()``)."""
-        for topic, behind in lags.items():
-            self.consumer_lag.labels(group, topic).set(behind)
-
-    def set_model(self, name: str, version: str, trained_ts: float) -> None:
-        """Record the model in use under ``name`` (hazard, anomaly, forecast...); replaces its previous version."""
-        _check(bool(re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name)), f"model name must be snake_case, got {name!r}")
-        _check(0 < len(version) <= 64, f"model version must be 1-64 characters, got {version!r}")
-        _check(math.isfinite(trained_ts) and trained_ts >= 0, f"trained_ts must be a timestamp, got {trained_ts!r}")
-        old = self._model_versions.get(name)
-        if old is not None and old != version:
-            self.model_info.remove(name, old)
-        self._model_versions[name] = version
-        self.model_info.labels(name, version).set(1)
-        self.model_trained.labels(name).set(trained_ts)
 
     def set_forecast(self, horizon: str, demand_gpus: float, demand_lower_gpus: float, demand_upper_gpus: float,
                      expected_lost_gpus: float, healthy_gpus: float, now: float) -> float:
@@ -288,12 +338,36 @@ class Metrics:
         return margin
 
 
+
+
+class ControllerProcessMetrics(ControllerMetrics, ActuatorMetrics, ForecastMetrics):
+    """``sentinel controller``: the controller, the actuator beside it and the load recorder's forecast."""
+
+
+class Metrics(AgentMetrics, DetectorMetrics, ControllerProcessMetrics):
+    """Every group: one process that runs everything (``sentinel run``, the demo, the benchmarks)."""
+
+
+class ExporterTls(Protocol):
+    """How /metrics is served (``metrics`` section of the config): a certificate, a client CA, or a Prometheus web
+    config file (TLS and basic auth)."""
+
+    @property
+    def cert_file(self) -> str: ...
+    @property
+    def key_file(self) -> str: ...
+    @property
+    def client_ca_file(self) -> str: ...
+    @property
+    def web_config_file(self) -> str: ...
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ValidationError(message)
 
 
-def serve_metrics(listen: str, metrics: Metrics, tls: MetricsConfig | None = None) -> Callable[[], None]:
+def serve_metrics(listen: str, metrics: ServiceMetrics, tls: ExporterTls | None = None) -> Callable[[], None]:
     """Serve ``metrics`` on http(s)://LISTEN/metrics (nothing when ``listen`` is empty): HTTPS with ``tls``'s
     certificate, client certificates required with its CA, or as its Prometheus web config file says (TLS and
     basic auth, sentinel/obs/web.py); return what stops it."""

@@ -12,7 +12,7 @@ import logging
 from sentinel import codec
 from sentinel.errors import TransportError
 from sentinel.events import DeadLetter
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import ServiceMetrics
 from sentinel.transport import DEAD_LETTERS, Message, Transport
 
 log = logging.getLogger(__name__)
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 class DeadLetterBatch:
     """Dead letters gathered while a poll's messages are handled; ``send`` publishes them in one batch."""
 
-    def __init__(self, transport: Transport, metrics: Metrics) -> None:
+    def __init__(self, transport: Transport, metrics: ServiceMetrics) -> None:
         self.transport = transport
         self.metrics = metrics
         self.pending: list[tuple[Message, DeadLetter]] = []
@@ -50,7 +50,7 @@ class DeadLetterBatch:
                           message.value[:4096])
 
 
-def send_dead_letter(transport: Transport, message: Message, reason: str, metrics: Metrics, now: float) -> None:
+def send_dead_letter(transport: Transport, message: Message, reason: str, metrics: ServiceMetrics, now: float) -> None:
     """Publish one dead letter at once (services that meet bad messages one at a time)."""
     batch = DeadLetterBatch(transport, metrics)
     batch.add(message, reason, now)

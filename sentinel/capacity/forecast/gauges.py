@@ -9,12 +9,12 @@ from sqlalchemy import Engine
 from sentinel.capacity.bins import BIN_S
 from sentinel.capacity.forecast.outlook import build_report
 from sentinel.clock import Clock
-from sentinel.obs.metrics import Metrics
+from sentinel.obs.metrics import ForecastMetrics
 
 HORIZONS = {"1h": 3600.0, "3h": 3 * 3600.0}  # the horizons the alert rules and the dashboard read
 
 
-def publish_outlook(engine: Engine, metrics: Metrics, clock: Clock) -> dict[str, float]:
+def publish_outlook(engine: Engine, metrics: ForecastMetrics, clock: Clock) -> dict[str, float]:
     """Forecast the whole cluster's demand and losses and set the gauges per horizon; return the margins
     (healthy GPUs - expected losses - the upper bound of demand). Nothing is set without a fleet-wide forecast
     (no load bins yet, or no nodes): the stale alert then stays quiet, as nothing was ever published."""

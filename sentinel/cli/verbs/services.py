@@ -85,7 +85,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     from sentinel import daemon
     from sentinel.clock import SystemClock
-    from sentinel.obs.metrics import Metrics
+    from sentinel.obs.metrics import AgentMetrics
 
     cfg = load_config(args)
     daemon.validate(cfg)
@@ -99,7 +99,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 shutil.copyfile(position, copy)
             kmsg = msgspec.structs.replace(cfg.agent.kmsg, state_path=copy)
             cfg = msgspec.structs.replace(cfg, agent=msgspec.structs.replace(cfg.agent, kmsg=kmsg))
-        agent = daemon.build_agent(cfg, SystemClock(), Metrics(), sink=lambda items: None)
+        agent = daemon.build_agent(cfg, SystemClock(), AgentMetrics(), sink=lambda items: None)
         sample, logs = agent.cycle()
     status = EXIT_ERROR if sample.collector_errors else EXIT_OK  # a failing collector fails the diagnostic
     if args.output == "json":
