@@ -20,10 +20,11 @@ from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
-from sentinel.capacity.load.service import LoadService, build_load_service
+from sentinel.capacity.load.service import LoadService, QueueSource, Refresher
 from sentinel.clock import Clock, SystemClock
 from sentinel.config import Config
-from sentinel.controller.housekeeping import start_background
+from sentinel.controller.drain_watch import DrainWatch
+from sentinel.controller.housekeeping import start_pruner
 from sentinel.controller.service import Controller
 from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.host_anomaly import HostAnomaly
@@ -32,6 +33,7 @@ from sentinel.errors import ConfigError, ModelRefused, TransportError
 from sentinel.obs.metrics import (
     ActuatorMetrics,
     AgentMetrics,
+    ControllerMetrics,
     ControllerProcessMetrics,
     DetectorMetrics,
     ForecastMetrics,
@@ -44,6 +46,7 @@ from sentinel.store.journal import StoreJournal
 from sentinel.store.repository import Repository
 from sentinel.transport import COMMANDS, DEAD_LETTERS, FINDINGS, LOGS, RESULTS, TELEMETRY, Transport
 from sentinel.transport.memory import MemoryTransport
+from sentinel.transport.service import run_loop
 from sentinel_collectors.agent import Agent, Item, Slot
 from sentinel_collectors.publisher import SpoolPublisher
 from sentinel_collectors.registry import COLLECTORS
@@ -134,6 +137,33 @@ def after_bins(config: Config, metrics: ForecastMetrics, clock: Clock) -> Callab
         return done
 
     return run
+
+
+def build_load_service(config: Config, engine: Engine, clock: Clock, source: QueueSource | None = None,
+                       refresher: Refresher | None = None) -> LoadService | None:
+    """The recorder ``load.record`` asks for: squeue (``auto`` picks it when ``actuator.kind = "slurm"``), or
+    None (``off``, or ``auto`` without a scheduler Sentinel can read the queue of)."""
+    kind = config.load.record
+    if kind == "auto":
+        kind = "squeue" if config.actuator.kind == "slurm" else "off"
+    if kind == "off":
+        return None
+    if source is None:
+        from sentinel.capacity.load.squeue import SqueueSource
+        from sentinel.slurm_cli import SlurmCli
+
+        cli = SlurmCli.from_config(config.actuator.slurm)
+        source = SqueueSource(runner=cli.text)
+    return LoadService(engine, source, clock, config.load.interval_s, refresher)
+
+
+def start_background(config: Config, repo: Repository, clock: Clock, metrics: ControllerMetrics, stop: threading.Event,
+                     scheduler: Callable[[], Scheduler]) -> None:
+    """Retention always; the drain watch (which also stores the scheduler's node list) when a scheduler is driven
+    (a dry run drains nothing)."""
+    start_pruner(repo, config.store.retention, clock, metrics, stop)
+    if config.actuator.kind != "dryrun":
+        DrainWatch(repo, scheduler(), clock, metrics, config.policy.drain_watch_s).start(stop)
 
 
 def open_repository(config: Config, migrate: bool) -> Repository:
@@ -286,19 +316,17 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
 def _run_rounds(config: Config, stop: threading.Event, max_cycles: int | None, agent: Agent,
                 pipeline: Pipeline, load: LoadService | None = None) -> None:
     """One agent cycle, then the pipeline until quiet (and a load bin when one is due), every ``agent.interval_s``."""
-    clock, cycle = agent.clock, 0
-    while not stop.is_set():
-        started = clock.now()
+
+    def one_round() -> None:
         sample, _logs = agent.cycle()
         pipeline.pump()
         if load is not None:
             load.observe([sample])
             load.step()
-        cycle += 1
-        agent.heartbeat.beat()  # systemd Type=notify: ready after the first round, then the watchdog
-        if max_cycles is not None and cycle >= max_cycles:
-            break
-        stop.wait(max(config.agent.interval_s - (clock.now() - started), 0.0))
+
+    # systemd Type=notify: ready after the first round, then the watchdog
+    run_loop(stop, [one_round], name="sentinel run", heartbeat=agent.heartbeat, interval_s=config.agent.interval_s,
+             max_rounds=max_cycles)
 
 
 def topic_partitions(config: Config) -> dict[str, int]:
@@ -352,18 +380,12 @@ def run_controller(config: Config, stop: threading.Event, metrics: ControllerPro
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
     start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock))
-    heartbeat = Heartbeat(notifier())
+    steps: list[Callable[[], object]] = [lambda: controller.step(timeout_s=0.2),
+                                         lambda: actuator_service.step(timeout_s=0.2)]
+    if load is not None:
+        steps.append(load.step)
     try:
-        while not stop.is_set():
-            try:
-                controller.step(timeout_s=0.2)
-                actuator_service.step(timeout_s=0.2)
-                if load is not None:
-                    load.step()
-            except TransportError as exc:
-                log.error("controller: %s; retrying", exc)
-                stop.wait(1.0)
-            heartbeat.beat()
+        run_loop(stop, steps, name="controller", heartbeat=Heartbeat(notifier()))
     finally:
         close_metrics()
         actuator_service.close()

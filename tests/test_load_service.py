@@ -12,9 +12,10 @@ from sentinel import config as config_mod
 from sentinel.capacity.bins import ALL, LoadBin
 from sentinel.capacity.bins_store import load_bins, record_load_bins, stored_forecaster
 from sentinel.capacity.forecast.resident import refresh
-from sentinel.capacity.load.service import LoadService, build_load_service
+from sentinel.capacity.load.service import LoadService
 from sentinel.capacity.load.squeue import SqueueSource
 from sentinel.clock import ManualClock
+from sentinel.daemon import build_load_service
 from sentinel.errors import ConfigError
 from sentinel.events import GpuReading, TelemetrySample
 from sentinel.store.repository import Repository

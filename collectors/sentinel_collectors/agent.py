@@ -23,6 +23,7 @@ from sentinel.events import GpuReading, HostReading, LogEvent, NicReading, Telem
 from sentinel.obs.metrics import AgentMetrics
 from sentinel.obs.sdnotify import Heartbeat
 from sentinel.transport import LOGS, TELEMETRY
+from sentinel.transport.service import run_loop
 
 log = logging.getLogger(__name__)
 
@@ -103,12 +104,5 @@ class Agent:
 
     def run(self, stop: threading.Event, max_cycles: int | None = None) -> None:
         """Sample every ``interval_s`` until ``stop`` is set; tell systemd READY after the first sample."""
-        cycles = 0
-        while not stop.is_set():
-            started = time.monotonic()
-            self.cycle()
-            cycles += 1
-            self.heartbeat.beat()
-            if max_cycles is not None and cycles >= max_cycles:
-                return
-            stop.wait(max(self.interval_s - (time.monotonic() - started), 0.0))
+        run_loop(stop, [self.cycle], name="agent", heartbeat=self.heartbeat, interval_s=self.interval_s,
+                 max_rounds=max_cycles)

@@ -31,6 +31,7 @@ from sentinel.events import ActionResult, Command
 from sentinel.obs.metrics import ActuatorMetrics
 from sentinel.transport import COMMANDS, RESULTS, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
+from sentinel.transport.service import ConsumingService
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,10 @@ LEASE_S = 900.0  # longer than any command takes (checkpoint wait + slurmctld re
 RESUME_INTERVAL_S = 30.0  # unfinished commands in the journal (interrupted by an error) are retried this often
 
 
-class ActuatorService:
+class ActuatorService(ConsumingService):
+    metrics: ActuatorMetrics
+    batch = 100
+
     def __init__(
         self, transport: Transport, actuator: Actuator, metrics: ActuatorMetrics, clock: Clock, *,
         verifier: CommandVerifier, journal: Journal, group: str = "sentinel-actuator", workers: int = 0,
@@ -61,23 +65,23 @@ class ActuatorService:
         self.outgoing: list[ActionResult] = []  # results not yet published (a failed publish keeps them here)
         self._resume_ts = float("-inf")
 
-    def step(self, max_messages: int = 100, timeout_s: float = 0.0) -> int:
+    def before_poll(self) -> None:
+        """Every ``RESUME_INTERVAL_S``, resume the journal's unfinished commands (interrupted by an error)."""
         now = self.clock.now()
         if now - self._resume_ts >= RESUME_INTERVAL_S:
             self._resume_ts = now
             for command in self.journal.unfinished(now):
                 if not self._under_way(command.id):
                     self._start(command, resumed=True)
-        messages = self.consumer.poll(max_messages, timeout_s)
-        self.metrics.set_consumer_lag(self.group, self.consumer.lag())
+
+    def handle(self, messages: list[Message]) -> None:
+        """Verify each command and accept it into the journal (then its offset may be committed)."""
         for message in messages:
-            self.metrics.messages_consumed.labels(message.topic).inc()
             self._receive(message)
-        if messages:
-            self.consumer.commit()  # every accepted command is in the journal: a crash now loses nothing
+
+    def after_commit(self, messages: list[Message]) -> None:
         self._collect()
         self._publish()
-        return len(messages)
 
     def _receive(self, message: Message) -> None:
         try:

@@ -1,17 +1,14 @@
-"""The controller's threads beside its loop: store retention (``sentinel.store.retention``) every
-``store.retention.interval_s``, and the drain watch (``sentinel.controller.drain_watch``), each on a thread of
-its own so a long first prune or a slow scheduler never holds up the loop."""
+"""Store retention (``sentinel.store.retention``) every ``store.retention.interval_s`` on a thread of its own
+beside the controller's loop, so a long first prune never holds it up (the composition root starts it, with the
+drain watch, ``sentinel.controller.drain_watch``, in ``daemon.start_background``)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
-from sentinel.actuator import Scheduler
 from sentinel.clock import Clock
-from sentinel.config import Config, RetentionConfig
-from sentinel.controller.drain_watch import DrainWatch
+from sentinel.config import RetentionConfig
 from sentinel.obs.metrics import ControllerMetrics
 from sentinel.store.repository import Repository
 from sentinel.store.retention import Cutoffs, prune
@@ -54,12 +51,3 @@ def start_pruner(repo: Repository, config: RetentionConfig, clock: Clock, metric
     thread = threading.Thread(target=loop, name="retention", daemon=True)
     thread.start()
     return thread
-
-
-def start_background(config: Config, repo: Repository, clock: Clock, metrics: ControllerMetrics, stop: threading.Event,
-                     scheduler: Callable[[], Scheduler]) -> None:
-    """Retention always; the drain watch (which also stores the scheduler's node list) when a scheduler is driven
-    (a dry run drains nothing)."""
-    start_pruner(repo, config.store.retention, clock, metrics, stop)
-    if config.actuator.kind != "dryrun":
-        DrainWatch(repo, scheduler(), clock, metrics, config.policy.drain_watch_s).start(stop)

@@ -44,6 +44,7 @@ from sentinel.policy.guards import Guard
 from sentinel.store.unit import Unit
 from sentinel.transport import COMMANDS, FINDINGS, RESULTS, Message, Transport
 from sentinel.transport.deadletter import send_dead_letter
+from sentinel.transport.service import ConsumingService
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,9 @@ class ControllerStore(Protocol):
     def mark_sent(self, command_id: str, now: float) -> None: ...
 
 
-class Controller:
+class Controller(ConsumingService):
+    metrics: ControllerMetrics
+
     def __init__(
         self,
         transport: Transport,
@@ -104,22 +107,21 @@ class Controller:
         self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
         self._refreshed_ts = -1e18
 
-    def step(self, max_messages: int = 500, timeout_s: float = 0.0) -> int:
-        """Handle one batch, commit it (its effects are stored), then publish what waits in the outbox; a failed
-        publish raises ``TransportError`` and the command stays in the outbox for the next round."""
+    def before_poll(self) -> None:
         self._sweep(self.clock.now())
-        messages = self.consumer.poll(max_messages, timeout_s)
-        self.metrics.set_consumer_lag(self.group, self.consumer.lag())
+
+    def handle(self, messages: list[Message]) -> None:
+        """Each finding or result in its own store transaction (``on_finding``, ``on_result``)."""
         for message in messages:
-            self.metrics.messages_consumed.labels(message.topic).inc()
             self._handle(message)
-        if messages:
-            self.consumer.commit()
+
+    def after_commit(self, messages: list[Message]) -> None:
+        """The round's decisions are committed: refresh the gauges, then publish what waits in the outbox; a
+        failed publish raises ``TransportError`` and the command stays in the outbox for the next round."""
         now = self.clock.now()
         if messages or now - self._refreshed_ts >= GAUGE_REFRESH_S:
             self.refresh_gauges(now)
         self.relay(now)
-        return len(messages)
 
     def relay(self, now: float) -> int:
         """Publish outbox commands not sent yet, or sent ``policy.command_resend_s`` ago without a final result

@@ -25,13 +25,14 @@ from sentinel.detector.peers import PeerComparison
 from sentinel.detector.rules import gpus_by_pci, pci_key, remember, sample_rules, xid_rule
 from sentinel.detector.sample_view import SampleView, decode_view
 from sentinel.detector.windows import NodeWindow
-from sentinel.errors import CodecError, TransportError
+from sentinel.errors import CodecError
 from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
 from sentinel.obs.heap_trim import HeapTrim
 from sentinel.obs.metrics import DetectorMetrics
 from sentinel.obs.sdnotify import Heartbeat
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
 from sentinel.transport.deadletter import DeadLetterBatch
+from sentinel.transport.service import ConsumingService, run_loop
 
 log = logging.getLogger(__name__)
 XID_DEDUP_S = 60.0
@@ -59,7 +60,10 @@ class SampleStore(Protocol):
     def scheduler_nodes(self) -> set[str]: ...
 
 
-class Detector:
+class Detector(ConsumingService):
+    metrics: DetectorMetrics
+    batch = 2000
+
     def __init__(
         self,
         transport: Transport,
@@ -98,31 +102,29 @@ class Detector:
         self.dead_letters = DeadLetterBatch(transport, metrics)  # a poll's bad messages, sent in one batch
         self.known: set[str] = set()  # the scheduler's nodes (empty: not listed yet, every name accepted)
         self._known_read = float("-inf")
+        self._started = 0.0
+        self._seen_before = (0, 0)
 
-    def step(self, max_messages: int = 2000, timeout_s: float = 0.0) -> int:
-        """Handle what is waiting (up to ``max_messages``); return how many messages were handled.
+    def before_poll(self) -> None:
+        """Findings whose publish failed go out first; only then is their batch committed.
 
-        Offsets are committed only once every finding of the batch is published: a finding whose publish failed
-        stays in ``unsent`` and goes out first at the next step (the error propagates; ``run`` retries), and until
+        Offsets are committed only once every finding of a batch is published: a finding whose publish failed
+        stays in ``unsent`` and goes out here at the next step (the error propagates; ``run`` retries), and until
         then nothing past its batch is committed, so a crash meanwhile redelivers the batch."""
         if self.unsent:
             self._publish_unsent(self.clock.now())
             self.consumer.commit()
-        messages = self.consumer.poll(max_messages, timeout_s)
-        self.metrics.set_consumer_lag(self.group, self.consumer.lag())
-        if not messages:
-            return 0
-        started = time.perf_counter()
+
+    def handle(self, messages: list[Message]) -> None:
+        self._started = time.perf_counter()
         now = self.clock.now()
         if time.monotonic() - self._known_read >= KNOWN_REFRESH_S:
             self.known, self._known_read = self.repo.scheduler_nodes(), time.monotonic()
         samples: list[TelemetrySample] = []
         findings: list[Finding] = []
-        consumed: dict[str, int] = {}
-        seen_before, gpus_before = self.samples_seen, self.gpu_samples_seen
+        self._seen_before = (self.samples_seen, self.gpu_samples_seen)
         live_nodes: list[str] = []
         for message in messages:
-            consumed[message.topic] = consumed.get(message.topic, 0) + 1
             record = self._decode(message, now)
             if self.known and record is not None and record.node not in self.known:
                 if not message.replay:  # a name the scheduler does not manage: invented, or a misnamed agent
@@ -151,16 +153,17 @@ class Detector:
                 self.metrics.set_node_risk(node, probability, now)
         self.repo.record_samples(samples)
         self.dead_letters.send()
-        for topic, count in consumed.items():
-            self.metrics.messages_consumed.labels(topic).inc(count)
         self.unsent.extend(findings)
         self._publish_unsent(now)
         self.metrics.expire_node_risk(now, RISK_TTL_S)
-        self.consumer.commit()
+
+    def after_commit(self, messages: list[Message]) -> None:
+        if not messages:
+            return
+        seen_before, gpus_before = self._seen_before
         self.metrics.samples.inc(self.samples_seen - seen_before)
         self.metrics.gpu_samples.inc(self.gpu_samples_seen - gpus_before)
-        self.metrics.detect_seconds.observe(time.perf_counter() - started)
-        return len(messages)
+        self.metrics.detect_seconds.observe(time.perf_counter() - self._started)
 
     def _publish_unsent(self, now: float) -> None:
         """Publish ``unsent`` in one acknowledged batch (may raise: then all stay, and go again; the store and
@@ -200,16 +203,9 @@ class Detector:
         the watchdog catches a hung loop; a broker outage is the pipeline-lag alert's business, and restarting
         the detector would not end it. Every 10 s young reference cycles are collected and freed heap memory
         goes back to the kernel (``HeapTrim``)."""
-        heartbeat = Heartbeat(notify)
         heap = HeapTrim()  # RSS follows what the detector holds, not the largest backlog it ever caught up on
-        while not stop.is_set():
-            try:
-                self.step(timeout_s=0.5)
-            except TransportError as exc:
-                log.error("detector: %s; retrying", exc)
-                stop.wait(1.0)
-            heap.maybe()
-            heartbeat.beat()
+        run_loop(stop, [lambda: self.step(timeout_s=0.5)], name="detector", heartbeat=Heartbeat(notify),
+                 each_round=heap.maybe)
 
     def on_sample(self, sample: SampleView, now: float) -> list[Finding]:
         window = self.windows.get(sample.node)

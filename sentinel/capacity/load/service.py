@@ -24,7 +24,6 @@ from sentinel.capacity.bins import LoadBin, LoadRecorder, QueueSnapshot
 from sentinel.capacity.bins_store import record_load_bins
 from sentinel.capacity.jobs_store import record_jobs
 from sentinel.clock import Clock
-from sentinel.config import Config
 from sentinel.errors import SentinelError
 from sentinel.events import TelemetrySample
 
@@ -82,21 +81,3 @@ class LoadService:
             except (SentinelError, SQLAlchemyError, ValueError) as exc:
                 log.warning("demand forecaster not refitted: %s", exc)
         return bins
-
-
-def build_load_service(config: Config, engine: Engine, clock: Clock, source: QueueSource | None = None,
-                       refresher: Refresher | None = None) -> LoadService | None:
-    """The recorder ``load.record`` asks for: squeue (``auto`` picks it when ``actuator.kind = "slurm"``), or
-    None (``off``, or ``auto`` without a scheduler Sentinel can read the queue of)."""
-    kind = config.load.record
-    if kind == "auto":
-        kind = "squeue" if config.actuator.kind == "slurm" else "off"
-    if kind == "off":
-        return None
-    if source is None:
-        from sentinel.capacity.load.squeue import SqueueSource
-        from sentinel.slurm_cli import SlurmCli
-
-        cli = SlurmCli.from_config(config.actuator.slurm)
-        source = SqueueSource(runner=cli.text)
-    return LoadService(engine, source, clock, config.load.interval_s, refresher)
