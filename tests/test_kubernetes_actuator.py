@@ -263,7 +263,7 @@ def test_sentinel_resume_returns_a_kubernetes_node_through_the_configured_backen
                                                                                    tmp_path: Path) -> None:
     """`sentinel resume NODE` goes through the scheduler registry: with actuator.kind = "kubernetes" it lifts our
     cordon and taint (before, it refused anything but Slurm)."""
-    from sentinel import cli
+    from sentinel.cli import main as cli
 
     cluster.add_node("gpu-7")
     scheduler(cluster).drain("gpu-7", REASON)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sentinel import cli, codec
+from sentinel import codec
+from sentinel.cli import main as cli
 from sentinel.clock import Clock, ManualClock, SystemClock
 from sentinel.config import from_mapping
 from sentinel.daemon import Pipeline, build_pipeline
