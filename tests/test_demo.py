@@ -25,15 +25,24 @@ def test_every_fatal_fault_is_detected_and_drained_and_benign_events_are_left_al
     assert s["fatal_faults_detected"] == 6 and s["fatal_nodes_drained"] == 6 and s["nodes_drained"] == 6
     assert s["benign_actions"] == 0 and s["false_actions"] == 0
     assert expectations_met(s) == []
-    assert s["thermal_drained_before_shutdown"] == s["thermal_shutdowns"]  # predicted, not just detected
-    assert all(lead > 0 for lead in s["thermal_lead_time_s"])
+    assert s["faults_by_kind"] == {"thermal": 2, "hbm": 2, "silent": 2}  # the fleet simulator's vocabulary
+    # a fault with a precursor is predicted, not just detected: its node is drained before it fails
+    assert s["warned_faults"] == s["warned_drained_before_failure"] == 4
+    assert all(lead > 0 for lead in s["lead_time_s"])
+    assert s["jobs_crashed_by_faults"] <= 2  # only the faults without a warning may crash their job
 
 
 def test_the_timeline_reads_fault_then_finding_then_decision_then_action(tmp_path: Path) -> None:
     report = run_demo(DemoOptions(db_path=str(tmp_path / "d.db")))
-    node = next(e.node for e in report.timeline if e.stage == "fault" and "xid79" in e.text)
+    node = next(e.node for e in report.timeline if e.stage == "fault" and "silent failure" in e.text)
     stages = [e.stage for e in report.timeline if e.node == node and e.stage != "job"]
-    assert stages[:3] == ["fault", "finding", "finding"] and stages[3] == "decision" and "action" in stages[4:]
+    assert stages[0] == "fault" and stages[1] == "finding"
+    assert stages.index("decision") < stages.index("action")
+    warned = next(e.node for e in report.timeline if e.stage == "fault" and "precursor starts" in e.text)
+    mine = [e for e in report.timeline if e.node == warned]
+    drained = next(e.ts for e in mine if e.stage == "action" and e.text.startswith("drain: ok"))
+    failed = next(e.ts for e in mine if e.stage == "fault" and "failure" in e.text)
+    assert mine[0].stage == "fault" and drained < failed  # precursor, findings, drain, and only then the failure
     text = render_demo(report)
     assert "fatal faults detected" in text and "sentinel incidents --db" in text
 

@@ -1,6 +1,10 @@
-"""``sentinel demo``: the real pipeline against a simulated cluster, in accelerated time.
+"""``sentinel demo``: the real pipeline against a small scenario of the fleet simulator, in accelerated time.
 
-The simulated hour ends at the wall-clock "now", so the demo's store reads naturally afterwards
+The fleet (``sentinel.sim.fleet``) plays a fixed plan (``groundtruth.demo_plan``: thermal and HBM faults with
+their precursors, GPUs that fall off the bus without warning, application Xids that must be left alone) in the
+same fault vocabulary as every scenario; a simulated scheduler (``sentinel.sim.scheduler``) runs the jobs that
+the actuator checkpoints, drains and requeues, and that a fault crashes when Sentinel was too late. The
+simulated hour ends at the wall-clock "now", so the demo's store reads naturally afterwards
 (``sentinel incidents --since 1h``). Ground truth comes from the simulator; every outcome is read back from the
 store and the simulated scheduler, not assumed.
 """
@@ -8,7 +12,6 @@ store and the simulated scheduler, not assumed.
 from __future__ import annotations
 
 import math
-import random
 import statistics
 import time
 from collections.abc import Callable
@@ -28,9 +31,10 @@ from sentinel.errors import ConfigError, ValidationError
 from sentinel.events import SEVERITY_RANK, Severity
 from sentinel.obs.metrics import Metrics
 from sentinel.policy import plans
-from sentinel.sim.cluster import SimCluster
-from sentinel.sim.faults import FATAL_KINDS, FaultKind, demo_plan, min_duration_s
+from sentinel.sim.fleet import Fleet
+from sentinel.sim.groundtruth import DEMO_FAULTS, SIGNATURE, TruthEvent, demo_min_duration_s, demo_plan, node_name
 from sentinel.sim.load import simulate_load, snapshot_from_scheduler
+from sentinel.sim.scenario import BenignClass, FaultClass, Scenario
 from sentinel.sim.scheduler import SimScheduler
 from sentinel.transport import LOGS, TELEMETRY
 
@@ -86,34 +90,43 @@ def _refuse_foreign_file(path: Path) -> None:
                           "another path)")
 
 
+def demo_scenario(options: DemoOptions) -> Scenario:
+    """The fleet the demo simulates: two-node jobs on every node, none ending within the run."""
+    return Scenario(name="demo", seed=options.seed, nodes=options.nodes, gpus_per_node=options.gpus,
+                    duration_s=options.duration_s, step_s=options.interval_s, busy_fraction=1.0, job_nodes=2,
+                    job_mean_s=30 * 86_400.0)
+
+
 def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = None) -> DemoReport:
     started = time.perf_counter()
-    if options.duration_s < min_duration_s():
-        raise ValidationError(f"--duration: at least {math.ceil(min_duration_s() / 60)}m (a thermal runaway takes "
-                              f"{(min_duration_s() - 120) / 60:.1f} min to reach shutdown after a drain cooled it), "
-                              f"got {options.duration_s / 60:g}m")
+    if options.duration_s < demo_min_duration_s():
+        raise ValidationError(f"--duration: at least {math.ceil(demo_min_duration_s() / 60)}m (the longest "
+                              f"precursor and the detector's warm-up), got {options.duration_s / 60:g}m")
     _refuse_foreign_file(Path(options.db_path))
+    sc = demo_scenario(options)
+    truth = demo_plan(sc)  # before anything is deleted or created: a fleet too small is refused first
     for suffix in ("", "-wal", "-shm"):
         Path(options.db_path + suffix).unlink(missing_ok=True)
     config = demo_config(options.db_path)
     start_ts = float(int(SystemClock().now() - options.duration_s))
     clock = ManualClock(start_ts)
-    rng = random.Random(options.seed)
-    names = [f"gpu-node-{i:03d}" for i in range(1, options.nodes + 1)]
+    fleet = Fleet(sc, truth, start_ts)
+    names = [node_name(i) for i in range(options.nodes)]
     scheduler = SimScheduler(names, clock)
     for j in range(options.nodes // 2 - 1):  # two-node jobs on all but two nodes: spare capacity for requeues
         scheduler.submit(f"job-{1001 + j}", 2)
-    faults = demo_plan(names, options.gpus, start_ts, options.duration_s, rng)
-    cluster = SimCluster(options.nodes, options.gpus, clock, scheduler, faults, seed=options.seed)
     metrics = Metrics()
     repo = open_repository(config, migrate=True)
     pipeline = build_pipeline(config, clock, metrics, repo, actuator=SchedulerActuator(scheduler, clock))
     load_bins = _load_history(options, repo, start_ts)
     recorder, next_close = LoadRecorder(source="sim"), bin_start(start_ts) + BIN_S
+    world = _World(truth, scheduler, start_ts)
     ticks = int(options.duration_s / options.interval_s)
     for tick in range(ticks):
+        step = fleet.step()
         clock.advance(options.interval_s)
-        samples, logs = cluster.tick()
+        world.advance(step.t_s)
+        samples, logs = fleet.samples(step), fleet.logs(step)
         recorder.observe(samples)
         if clock.now() >= next_close:  # a bin closed: the queue as it stands, with the bin's GPU utilisation
             closed = recorder.close(snapshot_from_scheduler(scheduler, options.gpus, next_close))
@@ -129,9 +142,46 @@ def run_demo(options: DemoOptions, progress: Callable[[float], None] | None = No
             progress((tick + 1) / ticks)
     if progress is not None:
         progress(1.0)
-    report = _report(options, cluster, scheduler, repo, start_ts, time.perf_counter() - started)
+    report = _report(options, world, scheduler, repo, start_ts, time.perf_counter() - started)
     report.summary["load_bins"] = load_bins
     return report
+
+
+@dataclass
+class _World:
+    """The ground truth as it plays out: precursors starting, failures landing (each crashes the job still on its
+    node: Sentinel did not move it in time), as timeline events."""
+
+    truth: list[TruthEvent]
+    scheduler: SimScheduler
+    start_ts: float
+    events: list[TimelineEntry] = field(default_factory=list)
+    _done: set[tuple[str, str]] = field(default_factory=set)
+    crashed: list[str] = field(default_factory=list)
+
+    def advance(self, t_s: float) -> None:
+        for event in self.truth:
+            where = f"GPU {event.gpu}" if event.gpu >= 0 else "the node"
+            if event.has_precursor and event.precursor_start_s <= t_s and self._first(event, "precursor"):
+                self.events.append(TimelineEntry(self.start_ts + event.precursor_start_s, event.node, "fault",
+                                                 f"{event.cls} precursor starts on {where}"))
+            if event.failure_s <= t_s and self._first(event, "failure"):
+                ts = self.start_ts + event.failure_s
+                if event.kind == "benign":
+                    text = f"benign {event.cls} on {where} (the job goes on)"
+                else:
+                    text = f"{event.cls} failure on {where}: {SIGNATURE[FaultClass(event.cls)]}"
+                self.events.append(TimelineEntry(ts, event.node, "fault", text))
+                if event.needs_drain and (job := self.scheduler.crash_job_on(event.node)) is not None:
+                    self.crashed.append(job)
+                    self.events.append(TimelineEntry(ts, event.node, "job", f"job {job} crashed"))
+
+    def _first(self, event: TruthEvent, tag: str) -> bool:
+        key = (event.id, tag)
+        if key in self._done:
+            return False
+        self._done.add(key)
+        return True
 
 
 def _load_history(options: DemoOptions, repo: Any, start_ts: float) -> dict[str, int]:
@@ -146,61 +196,54 @@ def _load_history(options: DemoOptions, repo: Any, start_ts: float) -> dict[str,
 
 
 def _report(
-    options: DemoOptions, cluster: SimCluster, scheduler: SimScheduler, repo: Any, start_ts: float, wall_s: float
+    options: DemoOptions, world: _World, scheduler: SimScheduler, repo: Any, start_ts: float, wall_s: float
 ) -> DemoReport:
     findings = repo.table("findings")
     decisions = repo.table("decisions")
     results = repo.table("action_results")
-    fatal = [f for f in cluster.faults if f.fatal]
-    fatal_nodes = {f.node for f in fatal}
+    fatal = [e for e in world.truth if e.kind == "fault" and e.needs_drain]
+    benign = [e for e in world.truth if e.kind == "benign"]
+    fatal_nodes = {e.node for e in fatal}
     delays: list[float] = []
     by_kind: dict[str, list[float]] = {}
     for fault in fatal:
-        hits = [
-            f["ts"]
-            for f in findings
-            if f["node"] == fault.node
-            and f["observed_ts"] >= fault.onset_ts
-            and SEVERITY_RANK[Severity(f["severity"])] >= SEVERITY_RANK[Severity.CRITICAL]
-        ]
+        onset = start_ts + fault.precursor_start_s
+        hits = [f["ts"] for f in findings if f["node"] == fault.node and f["observed_ts"] >= onset
+                and SEVERITY_RANK[Severity(f["severity"])] >= SEVERITY_RANK[Severity.CRITICAL]]
         if hits:
-            delays.append(min(hits) - fault.onset_ts)
-            by_kind.setdefault(fault.kind.value, []).append(min(hits) - fault.onset_ts)
+            delays.append(min(hits) - onset)
+            by_kind.setdefault(fault.cls, []).append(min(hits) - onset)
     executed = [d for d in decisions if d["mode"] == "execute" and d["action"] in DISRUPTIVE]
     acted_nodes = {d["node"] for d in executed}
     drained = {n for n, s in scheduler.nodes.items() if (s.drain_reason or "").startswith(OWNED_REASON_PREFIX)}
-    benign_nodes = {f.node for f in cluster.faults if f.kind is FaultKind.XID13} - fatal_nodes
-    lead_times = []  # how long before the GPU shut down its node was drained (only drains that came first)
-    shutdowns = [e for e in cluster.events if "thermal shutdown" in e.what]
-    for event in shutdowns:
-        drains = [
-            r["ts"]
-            for r in results
-            if r["node"] == event.node and r["step"] == "drain" and r["status"] == "ok" and r["ts"] < event.ts
-        ]
+    benign_nodes = {e.node for e in benign} - fatal_nodes
+    warned = [e for e in fatal if e.has_precursor]
+    lead_times = []  # how long before a warned fault's failure its node was drained (only drains that came first)
+    for fault in warned:
+        failure = start_ts + fault.failure_s
+        drains = [r["ts"] for r in results
+                  if r["node"] == fault.node and r["step"] == "drain" and r["status"] == "ok" and r["ts"] < failure]
         if drains:
-            lead_times.append(event.ts - min(drains))
-    crashed = [e for e in cluster.events if e.job is not None]
+            lead_times.append(failure - min(drains))
     summary = {
         "nodes": options.nodes,
         "gpus": options.nodes * options.gpus,
         "simulated_s": options.duration_s,
         "faults_injected": len(fatal),
-        "faults_by_kind": {k.value: sum(1 for f in cluster.faults if f.kind is k) for k in FATAL_KINDS},
-        "benign_by_kind": {k.value: sum(1 for f in cluster.faults if f.kind is k) for k in FaultKind
-                           if k not in FATAL_KINDS},
+        "faults_by_kind": {cls.value: sum(1 for e in fatal if e.cls == cls.value) for cls in DEMO_FAULTS},
+        "benign_by_kind": {BenignClass.APP_XID.value: len(benign)},
         "fatal_faults_detected": len(delays),
         "nodes_drained": len(drained),
         "fatal_nodes_drained": len(drained & fatal_nodes),
-        "benign_events": sum(1 for f in cluster.faults if f.kind is FaultKind.XID13),
+        "benign_events": len(benign),
         "benign_actions": len([d for d in executed if d["node"] in benign_nodes]),
         "false_actions": len([d for d in executed if d["node"] not in fatal_nodes]),
         "mean_detection_delay_s": round(statistics.fmean(delays), 1) if delays else None,
         "detection_delay_s_by_kind": {k: round(statistics.fmean(v), 1) for k, v in sorted(by_kind.items())},
-        "thermal_shutdowns": len(shutdowns),
-        "thermal_drained_before_shutdown": len(lead_times),
-        "thermal_lead_time_s": [round(x, 1) for x in lead_times],
-        "jobs_crashed_by_faults": len(crashed),
+        "warned_faults": len(warned),
+        "warned_drained_before_failure": len(lead_times),
+        "lead_time_s": [round(x, 1) for x in lead_times],
+        "jobs_crashed_by_faults": len(world.crashed),
         "jobs_checkpointed_before_drain": sum(1 for r in results if r["step"] == "checkpoint" and r["status"] == "ok"),
         "findings": len(findings),
         "decisions": len(decisions),
@@ -208,13 +251,13 @@ def _report(
         "wall_s": round(wall_s, 2),
         "store": f"sqlite:///{options.db_path}",
     }
-    return DemoReport(summary, _timeline(cluster, findings, decisions, results), start_ts)
+    return DemoReport(summary, _timeline(world, findings, decisions, results), start_ts)
 
 
 def _timeline(
-    cluster: SimCluster, findings: list[dict[str, Any]], decisions: list[dict[str, Any]], results: list[dict[str, Any]]
+    world: _World, findings: list[dict[str, Any]], decisions: list[dict[str, Any]], results: list[dict[str, Any]]
 ) -> list[TimelineEntry]:
-    out = [TimelineEntry(e.ts, e.node, "job" if e.job else "fault", e.what) for e in cluster.events]
+    out = list(world.events)
     out += [TimelineEntry(f["ts"], f["node"], "finding", f"[{f['severity']}] {f['summary']}") for f in findings]
     out += [
         TimelineEntry(

@@ -38,14 +38,15 @@ def render_demo(report: DemoReport, limit: int = 200, program: str = "sentinel")
             "what": "nodes drained (all with a fatal fault)",
             "value": f"{s['nodes_drained']} ({s['fatal_nodes_drained']})",
         },
-        {"what": "benign events (Xid 13) / actions on them", "value": f"{s['benign_events']} / {s['benign_actions']}"},
+        {"what": "benign events (application Xids) / actions on them",
+         "value": f"{s['benign_events']} / {s['benign_actions']}"},
         {"what": "actions on healthy nodes", "value": s["false_actions"]},
         {"what": "mean detection delay (s)", "value": s["mean_detection_delay_s"]},
         {"what": "  by fault kind (s)", "value": _kv(s["detection_delay_s_by_kind"])},
         {
-            "what": "thermal faults drained before shutdown",
-            "value": f"{s['thermal_drained_before_shutdown']}/"
-            f"{s['thermal_shutdowns']}, by " + ", ".join(f"{x:.0f} s" for x in s["thermal_lead_time_s"]),
+            "what": "faults with a precursor drained before they failed",
+            "value": f"{s['warned_drained_before_failure']}/"
+            f"{s['warned_faults']}, by " + ", ".join(f"{x:.0f} s" for x in s["lead_time_s"]),
         },
         {"what": "jobs checkpointed before drain", "value": s["jobs_checkpointed_before_drain"]},
         {"what": "jobs crashed by faults with no warning", "value": s["jobs_crashed_by_faults"]},

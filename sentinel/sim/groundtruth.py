@@ -92,6 +92,44 @@ def plan(scenario: Scenario) -> list[TruthEvent]:
     return [TruthEvent(**{**asdict(e), "id": f"{scenario.name}-{i:06d}"}) for i, e in enumerate(events)]
 
 
+# The demo's fault plan (``demo_plan``): two faults of each class, each with the lead its precursor gives (s).
+DEMO_FAULTS = {FaultClass.THERMAL: (300.0, 600.0), FaultClass.HBM: (600.0, 1200.0), FaultClass.SILENT: (0.0, 0.0)}
+DEMO_WARM_UP_S = 300.0  # no precursor starts before the detector's windows have filled, no failure in the last
+
+
+def demo_min_duration_s() -> float:
+    """The shortest run in which the longest precursor of ``DEMO_FAULTS`` plays out after the warm-up."""
+    return max(high for _, high in DEMO_FAULTS.values()) + 2 * DEMO_WARM_UP_S
+
+
+def demo_plan(scenario: Scenario, per_class: int = 2, benign: int = 3) -> list[TruthEvent]:
+    """A fixed plan on the scenario's fleet: ``per_class`` faults of each ``DEMO_FAULTS`` class and ``benign``
+    application Xids (13), each on its own node, drawn from the scenario's seed. The failures fall after the
+    warm-up plus their precursor and before the run's last ``DEMO_WARM_UP_S``."""
+    needed = per_class * len(DEMO_FAULTS) + benign
+    if needed > scenario.nodes:
+        raise ValueError(f"the demo plan needs {needed} nodes, the cluster has {scenario.nodes}")
+    if scenario.duration_s < demo_min_duration_s():
+        raise ValueError(f"the demo plan needs at least {demo_min_duration_s():.0f} s, got {scenario.duration_s:g}")
+    rng = _stream(scenario.seed, "demo", "")
+    chosen = [int(i) for i in rng.choice(scenario.nodes, size=needed, replace=False)]
+    classes = [cls for cls in DEMO_FAULTS for _ in range(per_class)]
+    end = scenario.duration_s - DEMO_WARM_UP_S
+    events = []
+    for index, cls in zip(chosen, classes, strict=False):
+        low, high = DEMO_FAULTS[cls]
+        lead = float(rng.uniform(low, high)) if high else 0.0
+        failure = float(rng.uniform(DEMO_WARM_UP_S + lead, end))
+        events.append(TruthEvent("", "fault", cls.value, node_name(index), int(rng.integers(scenario.gpus_per_node)),
+                                 failure - lead, failure, lead > 0, NEEDS_DRAIN[cls]))
+    for index in chosen[len(classes):]:
+        at = float(rng.uniform(0.15 * scenario.duration_s, 0.85 * scenario.duration_s))
+        events.append(TruthEvent("", "benign", BenignClass.APP_XID.value, node_name(index),
+                                 int(rng.integers(scenario.gpus_per_node)), at, at, False, False))
+    events.sort(key=lambda e: (e.failure_s, e.node, e.cls))
+    return [TruthEvent(**{**asdict(e), "id": f"{scenario.name}-{i:06d}"}) for i, e in enumerate(events)]
+
+
 def _stream(seed: int, kind: str, name: str) -> np.random.Generator:
     """An independent random stream per class (keyed by its name), so adding or changing one class's rate never
     reshuffles the events of the others."""
