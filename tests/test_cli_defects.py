@@ -65,14 +65,14 @@ def test_the_demo_counts_fatal_faults_by_kind_apart_from_benign_events(tmp_path:
 def test_the_demo_refuses_a_run_too_short_for_its_own_faults(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--duration", "10m", "--db-path", str(tmp_path / "d.db")]) == 1
-    assert "--duration: at least 15m" in capsys.readouterr().err
+    assert "--duration: at least 30m" in capsys.readouterr().err
 
 
 def test_the_demo_honours_output_json_and_refuses_store_and_config_flags_it_would_ignore(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    assert main(["demo", "--duration", "20m", "--db-path", str(tmp_path / "d.db"), "-o", "json"]) == 0
+    assert main(["demo", "--duration", "30m", "--db-path", str(tmp_path / "d.db"), "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["faults_injected"] == 6
     assert main(["demo", "--db", str(tmp_path / "other.db")]) == 1
     assert "--db-path" in capsys.readouterr().err
@@ -84,7 +84,7 @@ def test_the_demo_epilogue_names_the_program_as_it_was_run(tmp_path: Path) -> No
     from sentinel.cli.demo import DemoOptions, run_demo
     from sentinel.cli.demo_view import render_demo
 
-    report = run_demo(DemoOptions(seed=2, db_path=str(tmp_path / "d.db"), duration_s=1200.0))
+    report = run_demo(DemoOptions(seed=2, db_path=str(tmp_path / "d.db"), duration_s=1800.0))
     text = render_demo(report, program=".venv/bin/sentinel")
     assert f".venv/bin/sentinel incidents --db {tmp_path / 'd.db'}" in text
 

@@ -35,7 +35,7 @@ def test_the_built_wheel_installs_into_a_fresh_virtualenv_and_runs(tmp_path: Pat
         assert (share / shipped).is_file(), shipped
     checked = run("config", "check", str(share / "sentinel.example.toml"))
     assert checked.returncode == 0 and "valid" in checked.stdout, checked.stderr
-    demo = run("demo", "--duration", "15m", "--db-path", str(tmp_path / "demo.db"), "-o", "json")
+    demo = run("demo", "--duration", "30m", "--db-path", str(tmp_path / "demo.db"), "-o", "json")
     assert demo.returncode == 0, demo.stderr[-2000:]
     assert '"faults_injected": 6' in demo.stdout
     node = run("check")  # no GPU here: a clear result and the documented exit code
