@@ -156,32 +156,32 @@ class _World:
     scheduler: SimScheduler
     start_ts: float
     events: list[TimelineEntry] = field(default_factory=list)
-    _done: set[tuple[str, str]] = field(default_factory=set)
     crashed: list[str] = field(default_factory=list)
 
-    def advance(self, t_s: float) -> None:
-        for event in self.truth:
-            where = f"GPU {event.gpu}" if event.gpu >= 0 else "the node"
-            if event.has_precursor and event.precursor_start_s <= t_s and self._first(event, "precursor"):
-                self.events.append(TimelineEntry(self.start_ts + event.precursor_start_s, event.node, "fault",
-                                                 f"{event.cls} precursor starts on {where}"))
-            if event.failure_s <= t_s and self._first(event, "failure"):
-                ts = self.start_ts + event.failure_s
-                if event.kind == "benign":
-                    text = f"benign {event.cls} on {where} (the job goes on)"
-                else:
-                    text = f"{event.cls} failure on {where}: {SIGNATURE[FaultClass(event.cls)]}"
-                self.events.append(TimelineEntry(ts, event.node, "fault", text))
-                if event.needs_drain and (job := self.scheduler.crash_job_on(event.node)) is not None:
-                    self.crashed.append(job)
-                    self.events.append(TimelineEntry(ts, event.node, "job", f"job {job} crashed"))
+    def __post_init__(self) -> None:
+        self._precursors = sorted((e for e in self.truth if e.has_precursor), key=lambda e: e.precursor_start_s)
+        self._failures = sorted(self.truth, key=lambda e: e.failure_s)
 
-    def _first(self, event: TruthEvent, tag: str) -> bool:
-        key = (event.id, tag)
-        if key in self._done:
-            return False
-        self._done.add(key)
-        return True
+    def advance(self, t_s: float) -> None:
+        while self._precursors and self._precursors[0].precursor_start_s <= t_s:
+            event = self._precursors.pop(0)
+            self.events.append(TimelineEntry(self.start_ts + event.precursor_start_s, event.node, "fault",
+                                             f"{event.cls} precursor starts on {_where(event)}"))
+        while self._failures and self._failures[0].failure_s <= t_s:
+            event = self._failures.pop(0)
+            ts = self.start_ts + event.failure_s
+            if event.kind == "benign":
+                text = f"benign {event.cls} on {_where(event)} (the job goes on)"
+            else:
+                text = f"{event.cls} failure on {_where(event)}: {SIGNATURE[FaultClass(event.cls)]}"
+            self.events.append(TimelineEntry(ts, event.node, "fault", text))
+            if event.needs_drain and (job := self.scheduler.crash_job_on(event.node)) is not None:
+                self.crashed.append(job)
+                self.events.append(TimelineEntry(ts, event.node, "job", f"job {job} crashed"))
+
+
+def _where(event: TruthEvent) -> str:
+    return f"GPU {event.gpu}" if event.gpu >= 0 else "the node"
 
 
 def _load_history(options: DemoOptions, repo: Any, start_ts: float) -> dict[str, int]:
