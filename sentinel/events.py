@@ -30,6 +30,7 @@ NODE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z"
 NodeName = Annotated[str, msgspec.Meta(pattern=NODE_NAME_PATTERN)]
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}\Z"
 JobId = Annotated[str, msgspec.Meta(pattern=JOB_ID_PATTERN)]
+PcieValue = Annotated[int, msgspec.Meta(ge=0, le=64)]  # a PCIe link generation (1-7) or width (lanes, 1-32)
 RecordId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Text = Annotated[str, msgspec.Meta(max_length=4096)]
 EvidenceValue = Finite | int | str | bool
@@ -129,8 +130,9 @@ class NvLinkReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     link: Annotated[int, msgspec.Meta(ge=0, le=63)]
     active: bool | None = None
     crc_errors: CounterValue | None = None  # CRC flit errors
-    replay_errors: CounterValue | None = None
-    recovery_errors: CounterValue | None = None
+    crc_data_errors: CounterValue | None = None  # CRC data errors
+    replay_errors: CounterValue | None = None  # a flit resent after a CRC error on the link
+    recovery_errors: CounterValue | None = None  # the link retrained (DCGM's health watch fails the GPU on either)
 
 
 class GpuReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -166,6 +168,12 @@ class GpuReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     row_remap_pending: bool | None = None
     row_remap_failure: bool | None = None
     pcie_replay: CounterValue | None = None
+    # The PCIe link as trained now and at most: a link below its maximum width is degraded (downtrained). The
+    # generation drops at idle by design (link power management), so only the width is judged.
+    pcie_link_gen: PcieValue | None = None
+    pcie_link_gen_max: PcieValue | None = None
+    pcie_link_width: PcieValue | None = None
+    pcie_link_width_max: PcieValue | None = None
     fan_pct: Finite | None = None
     pstate: Annotated[int, msgspec.Meta(ge=0, le=32)] | None = None
     recovery_action: Annotated[int, msgspec.Meta(ge=0, le=255)] | None = None  # DCGM: 0 none, 2 node reboot

@@ -37,6 +37,11 @@ class FakeGpu:
     mem_total: int = 80 * 2**30
     fields: dict[int, int | float] = field(default_factory=dict)  # NVML field id -> value
     unsupported: set[str] = field(default_factory=set)  # pynvml function names that raise NotSupported
+    pcie_gen: int = 5
+    pcie_gen_max: int = 5
+    pcie_width: int = 16
+    pcie_width_max: int = 16
+    nvlink_down: set[int] = field(default_factory=set)  # links whose state reads disabled
     lost: bool = False
     model: str = "NVIDIA H100 80GB HBM3"
 
@@ -135,6 +140,24 @@ class FakeNvml:
         gpu = self._gpu(h, "nvmlDeviceGetMemoryInfo")
         return SimpleNamespace(used=gpu.mem_used, total=gpu.mem_total, free=gpu.mem_total - gpu.mem_used)
 
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: FakeGpu) -> int:  # noqa: N802
+        return self._gpu(h, "nvmlDeviceGetCurrPcieLinkGeneration").pcie_gen
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: FakeGpu) -> int:  # noqa: N802
+        return self._gpu(h, "nvmlDeviceGetMaxPcieLinkGeneration").pcie_gen_max
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: FakeGpu) -> int:  # noqa: N802
+        return self._gpu(h, "nvmlDeviceGetCurrPcieLinkWidth").pcie_width
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: FakeGpu) -> int:  # noqa: N802
+        return self._gpu(h, "nvmlDeviceGetMaxPcieLinkWidth").pcie_width_max
+
+    def nvmlDeviceGetNvLinkState(self, h: FakeGpu, link: int) -> int:  # noqa: N802
+        gpu = self._gpu(h, "nvmlDeviceGetNvLinkState")
+        if link >= 18:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return pynvml.NVML_FEATURE_DISABLED if link in gpu.nvlink_down else pynvml.NVML_FEATURE_ENABLED
+
     def nvmlDeviceGetFieldValues(self, h: FakeGpu, field_ids: list[int]) -> Any:  # noqa: N802
         gpu = self._gpu(h, "nvmlDeviceGetFieldValues")
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
@@ -179,6 +202,6 @@ def healthy_fields() -> dict[int, int | float]:
                  "REMAPPED_FAILURE", "PCIE_REPLAY_COUNTER"):
         values[getattr(pynvml, f"NVML_FI_DEV_{name}")] = 0
     for link in range(12):
-        for kind in ("CRC_FLIT", "REPLAY", "RECOVERY"):
+        for kind in ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY"):
             values[getattr(pynvml, f"NVML_FI_DEV_NVLINK_{kind}_ERROR_COUNT_L{link}")] = 0
     return values

@@ -64,7 +64,9 @@ def sample_message(node: int = 1, gpus: int = 8) -> TelemetrySample:
             # has per-link fields for, and each counter's increase since the previous read
             retired_pages_sbe=0, retired_pages_dbe=0, row_remap_correctable=0, row_remap_uncorrectable=0,
             row_remap_pending=False, fan_pct=40.0, pstate=0, recovery_action=0,
-            nvlinks=[NvLinkReading(link=link, crc_errors=0, replay_errors=0, recovery_errors=0)
+            pcie_link_gen=5, pcie_link_gen_max=5, pcie_link_width=16, pcie_link_width_max=16,
+            nvlinks=[NvLinkReading(link=link, active=True, crc_errors=0, crc_data_errors=0, replay_errors=0,
+                                   recovery_errors=0)
                      for link in range(NVLINK_LINKS)],
             deltas=dict.fromkeys(COUNTER_FIELDS, 0),
         )

@@ -71,6 +71,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     "DCGM_FI_DEV_ROW_REMAP_PENDING": ("row_remap_pending", FLAG),
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("row_remap_failure", FLAG),
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("pcie_replay", COUNTER),
+    "DCGM_FI_DEV_PCIE_LINK_GEN": ("pcie_link_gen", CODE),  # field ids 235-238 (dcgm_fields.h)
+    "DCGM_FI_DEV_PCIE_MAX_LINK_GEN": ("pcie_link_gen_max", CODE),
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("pcie_link_width", CODE),
+    "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH": ("pcie_link_width_max", CODE),
     # DCGM 4 "field naming standard" spellings of the same field ids
     "DCGM_FI_DEV_GPU_TEMP_CELSIUS": ("temp_c", GAUGE),
     "DCGM_FI_DEV_MEMORY_TEMP_CELSIUS": ("mem_temp_c", GAUGE),
@@ -87,14 +91,16 @@ FIELDS: dict[str, tuple[str, str]] = {
     "DCGM_FI_DEV_ROW_REMAP_FAILED": ("row_remap_failure", FLAG),
     "DCGM_FI_DEV_PCIE_REPLAY_TOTAL": ("pcie_replay", COUNTER),
 }
-CODE_LIMITS = {"throttle_reasons": 2**63 - 1, "pstate": 32, "recovery_action": 255}
+CODE_LIMITS = {"throttle_reasons": 2**63 - 1, "pstate": 32, "recovery_action": 255, "pcie_link_gen": 64,
+               "pcie_link_gen_max": 64, "pcie_link_width": 64, "pcie_link_width_max": 64}
 COUNTER_FIELDS = sorted({name for name, kind in FIELDS.values() if kind == COUNTER})
 
 # Per-link NVLink error counters: legacy ..._ERROR_COUNT_L<n>, DCGM 4 ..._ERROR_L<n>_TOTAL. The GPU-wide totals
 # (..._COUNT_TOTAL / ..._ERROR_TOTAL) count for a link only on a link-entity row (an ``nvlink`` label).
-NVLINK_KINDS = {"CRC_FLIT": "crc_errors", "REPLAY": "replay_errors", "RECOVERY": "recovery_errors"}
+NVLINK_KINDS = {"CRC_FLIT": "crc_errors", "CRC_DATA": "crc_data_errors", "REPLAY": "replay_errors",
+                "RECOVERY": "recovery_errors"}
 NVLINK_FIELD = re.compile(
-    r"DCGM_FI_DEV_NVLINK_(CRC_FLIT|REPLAY|RECOVERY)_ERROR_(?:COUNT_L(\d+)|L(\d+)_TOTAL|(COUNT_TOTAL|TOTAL))"
+    r"DCGM_FI_DEV_NVLINK_(CRC_FLIT|CRC_DATA|REPLAY|RECOVERY)_ERROR_(?:COUNT_L(\d+)|L(\d+)_TOTAL|(COUNT_TOTAL|TOTAL))"
 )
 
 # DCGM writes these instead of a value it could not read (blank, not found, not supported, not permissioned...).

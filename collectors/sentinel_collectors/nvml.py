@@ -7,6 +7,8 @@ Reads only. The ``nvml`` module is the seam: production passes ``pynvml``, tests
 - A GPU that stops answering (``NVMLError_GpuIsLost``, what follows Xid 79) is reported as ``state=lost``.
 - Counters, ECC, retired pages, row remapping, PCIe replay and NVLink errors come in one batched
   ``nvmlDeviceGetFieldValues`` call per GPU; a field the GPU does not support stays ``None``.
+- Each NVLink that reports a counter is also asked its state (``nvmlDeviceGetNvLinkState``: ``active``); the PCIe
+  link's current and maximum generation and width come from their four calls.
 - Xid events come from an NVML event set polled with a zero timeout (never blocks).
 """
 
@@ -49,6 +51,7 @@ VALUE_FIELDS: dict[str, int] = {
 }
 NVLINK_FIELDS: dict[str, str] = {
     "crc_errors": "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L{}",
+    "crc_data_errors": "NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L{}",
     "replay_errors": "NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L{}",
     "recovery_errors": "NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L{}",
 }
@@ -171,7 +174,7 @@ class NvmlCollector:
         for link in range(NVLINK_LINKS):
             errors: dict[str, Any] = {k: _counter(by_name[f"nvlink.{link}.{k}"]) for k in NVLINK_FIELDS}
             if any(v is not None for v in errors.values()):
-                nvlinks.append(NvLinkReading(link=link, **errors))
+                nvlinks.append(NvLinkReading(link=link, active=self._link_state(handle, link), **errors))
         flags = {name: (None if by_name[name] is None else bool(by_name[name])) for name in FLAG_FIELDS}
         recovery = by_name["recovery_action"]
         readings: dict[str, Any] = {**values, **counters, **flags}
@@ -180,6 +183,14 @@ class NvmlCollector:
             mem_temp_c=_finite(by_name["mem_temp_c"]),
             recovery_action=int(recovery) if recovery is not None and 0 <= recovery <= 255 else None,
             nvlinks=nvlinks, deltas=deltas)
+
+    def _link_state(self, handle: Any, link: int) -> bool | None:
+        try:
+            return bool(self.nvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED)
+        except self.nvml.NVMLError_GpuIsLost:
+            raise
+        except self.nvml.NVMLError:  # not supported, or the link is not present
+            return None
 
     def _basic(self, handle: Any) -> dict[str, Any]:
         """Readings outside the field-value API; each unsupported one stays None."""
@@ -208,6 +219,12 @@ class NvmlCollector:
         util = get("", nvml.nvmlDeviceGetUtilizationRates)
         out["util_gpu_pct"] = _finite(util.gpu) if util is not None else None
         out["util_mem_pct"] = _finite(util.memory) if util is not None else None
+        for key, fn in (("pcie_link_gen", nvml.nvmlDeviceGetCurrPcieLinkGeneration),
+                        ("pcie_link_gen_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration),
+                        ("pcie_link_width", nvml.nvmlDeviceGetCurrPcieLinkWidth),
+                        ("pcie_link_width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth)):
+            value = get("", fn)
+            out[key] = value if isinstance(value, int) and 0 <= value <= 64 else None
         memory = get("", nvml.nvmlDeviceGetMemoryInfo)
         out["mem_used_bytes"] = _counter(memory.used) if memory is not None else None
         out["mem_total_bytes"] = _counter(memory.total) if memory is not None else None
