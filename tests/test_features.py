@@ -62,7 +62,9 @@ def _series() -> dict[str, np.ndarray]:
         "ecc_sbe": np.array([[0.0, 5.0, 0.0], [0.0, 5.0, 2.0], [0.0, 5.0, 4.0], [0.0, 5.0, 10.0]]),
         "pcie_replay": two * 0.0,
         "nvlink_crc": np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 6.0, 0.0]]),
+        "nvlink_replay": np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 3.0, 0.0]]),
         "remap_pending": two * [0.0, 0.0, 1.0],
+        "pcie_downtrained": np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [NAN, 0.0, 1.0]]),
         "throttle": np.array([[0, 0, 0], [0, 0, 0x40], [0, 0, 0x40], [0, 0, 0x40]]),
         "ib_symbol_error": np.array([0.0, 10.0, 20.0, 30.0]),
         "ib_link_error_recovery": np.array([0.0, 0.0, 0.0, 0.0]),
@@ -84,6 +86,8 @@ def test_gpu_features_of_a_literal_window() -> None:
     assert x[2, col("ecc_sbe_recent_per_h")] == pytest.approx(6 * 3600 / 60)  # last quarter: one step
     assert x[:, col("remap_pending")].tolist() == [0.0, 0.0, 1.0]
     assert x[1, col("nvlink_crc_recent_per_h")] == pytest.approx(6 * 3600 / 60)
+    assert x[:, col("nvlink_replay_per_h")].tolist() == pytest.approx([0.0, 3 * 3600 / 180, 0.0])
+    assert x[:, col("pcie_downtrained")].tolist() == [0.0, 0.0, 1.0]  # the newest reading; unknown reads 0
     assert x[:, col("thermal_throttle_share")].tolist() == [0.0, 0.0, 0.75]
     assert x[:, col("ib_symbol_error_per_h")].tolist() == pytest.approx([600.0] * 3)  # the node's, on every GPU
     assert x[:, col("xid_precursor_age_s")].tolist() == [86_400.0, 86_400.0, 300.0]

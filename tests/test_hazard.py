@@ -88,7 +88,7 @@ def _step(t: float, n: int = 2, g: int = 2, sbe: float = 0.0, lost: bool = False
     full = np.full((n, g), 1.0)
     step = {name: full * v for name, v in (("temp_c", 60.0), ("power_w", 500.0), ("sm_clock_mhz", 1980.0),
                                              ("util_pct", 90.0), ("pcie_replay", 0.0), ("nvlink_crc", 0.0),
-                                             ("remap_pending", 0.0))}
+                                             ("nvlink_replay", 0.0), ("remap_pending", 0.0), ("pcie_downtrained", 0.0))}
     step["ecc_sbe"] = full * 0.0
     step["ecc_sbe"][0, 1] = sbe
     step["throttle"] = np.zeros((n, g), np.int64)

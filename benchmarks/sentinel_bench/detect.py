@@ -92,6 +92,7 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float,
     precursor_leads: list[float] = []
     alert_leads: list[float] = []
     ahead = 0  # caught by a drain before the failure (the job checkpointed and moved in time)
+    ahead_warned: dict[str, int] = {}  # per class: faults with a precursor drained before they failed
     delays: list[float] = []
     for fault in faults:
         window = [s for s in by_node.get(fault.node, [])
@@ -106,7 +107,10 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float,
         if drain is None and not earlier:
             continue
         caught.setdefault(fault.cls, []).append(fault)
-        ahead += earlier or (drain is not None and drain.ts_s < fault.failure_s)
+        in_time = earlier or (drain is not None and drain.ts_s < fault.failure_s)
+        ahead += in_time
+        if fault.has_precursor and in_time:
+            ahead_warned[fault.cls] = ahead_warned.get(fault.cls, 0) + 1
         # Nothing resumes a node in this benchmark: a node drained before the fault began was already out of
         # service, so its job had moved before any sign of the fault (lead = the whole precursor).
         first = min((s.ts_s for s in window), default=fault.precursor_start_s) if not earlier else \
@@ -128,9 +132,13 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float,
     by_class = {}
     for cls in sorted({f.cls for f in faults}):
         total = sum(1 for f in faults if f.cls == cls)
+        warned = sum(1 for f in faults if f.cls == cls and f.has_precursor)
         by_class[cls] = {"faults": total, "caught": len(caught.get(cls, [])),
                          "recall": round(len(caught.get(cls, [])) / total, 3),
-                         "lead_time_median_s": _q(leads.get(cls, []), 0.5)}
+                         "lead_time_median_s": _q(leads.get(cls, []), 0.5),
+                         # of the class's faults with a precursor, the share drained before they failed
+                         "with_precursor": warned,
+                         "ahead_share": round(ahead_warned.get(cls, 0) / warned, 3) if warned else None}
     f1 = 2 * precision * recall / (precision + recall) if precision and recall else 0.0
     split = {}
     for label, warned in (("with_precursor", True), ("no_precursor", False)):

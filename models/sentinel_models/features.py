@@ -38,6 +38,8 @@ FEATURES = (
     "pcie_replay_recent_per_h",
     "nvlink_crc_per_h",
     "nvlink_crc_recent_per_h",
+    "nvlink_replay_per_h",  # NVLink replays plus recoveries per hour over the window
+    "pcie_downtrained",  # the PCIe link runs below its maximum width now (1), at full width or unknown (0)
     "thermal_throttle_share",  # share of the window with a thermal clock-event reason
     "ib_symbol_error_per_h",  # node's InfiniBand ports, the same for every GPU of the node
     "ib_link_error_recovery_per_h",
@@ -161,6 +163,7 @@ def any_physical_signal(rows: np.ndarray) -> np.ndarray:
         return np.asarray((c["ecc_sbe_recent_per_h"] > 0) | (c["remap_pending"] > 0)
                           | (c["xid_precursor_age_s"] < XID_AGE_CAP_S) | (c["pcie_replay_recent_per_h"] > 0)
                           | (c["nvlink_crc_recent_per_h"] > 0) | (c["thermal_throttle_share"] > 0)
+                          | (c["nvlink_replay_per_h"] > 0) | (c["pcie_downtrained"] > 0)
                           | (c["ib_symbol_error_per_h"] > 0) | (c["ib_link_error_recovery_per_h"] > 0)
                           | ((c["temp_dev_excess"] >= THERMAL_EVIDENCE / 2) & (c["temp_dev_slope_per_min"] > 0)))
 
@@ -173,17 +176,21 @@ def physical_evidence(rows: np.ndarray) -> np.ndarray:
     - HBM wearing out: correctable errors escalating (>= ECC_ESCALATING_PER_H, and still coming) while a row
       remap is pending or an Xid 63/64 was logged;
     - thermal runaway: hardware thermal slowdown on a GPU running far above its peers;
-    - a failing InfiniBand link: symbol errors above the IBTA line and link error recoveries.
+    - a failing InfiniBand link: symbol errors above the IBTA line and link error recoveries;
+    - a failing NVLink: CRC errors with replays or recoveries on the GPU's links (DCGM fails a GPU on either);
+    - a failing PCIe link: replays on a link that trained below its maximum width.
 
-    NVLink CRC and PCIe replay errors come with no second signal: a ramp that will fail looks like one that
-    recovers, so those only alert until the failure itself. A hazard finding without this evidence alerts."""
+    A CRC or replay ramp alone looks the same whether it will fail or recover, and a link retrains once now and
+    then: one signal alone alerts. A hazard finding without this evidence alerts."""
     c = {name: rows[..., i] for i, name in enumerate(FEATURES)}
     with np.errstate(invalid="ignore"):
         hbm = ((c["ecc_sbe_per_h"] >= ECC_ESCALATING_PER_H) & (c["ecc_sbe_recent_per_h"] > 0)
                & ((c["remap_pending"] > 0) | (c["xid_precursor_age_s"] < XID_AGE_CAP_S)))
         thermal = (c["thermal_throttle_share"] > 0) & (c["temp_dev_excess"] >= THERMAL_EVIDENCE)
         link = (c["ib_symbol_error_per_h"] > SYMBOL_ERRORS_PER_H) & (c["ib_link_error_recovery_per_h"] > 0)
-        return np.asarray(hbm | thermal | link)
+        nvlink = (c["nvlink_crc_per_h"] > 0) & (c["nvlink_replay_per_h"] > 0)
+        pcie = (c["pcie_replay_recent_per_h"] > 0) & (c["pcie_downtrained"] > 0)
+        return np.asarray(hbm | thermal | link | nvlink | pcie)
 
 
 def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.ndarray:
@@ -222,6 +229,8 @@ def gpu_features(series: Mapping[str, np.ndarray], xid_age_s: np.ndarray) -> np.
         rate_per_h(series["pcie_replay"], ts, quarter),
         rate_per_h(series["nvlink_crc"], ts),
         rate_per_h(series["nvlink_crc"], ts, quarter),
+        rate_per_h(series["nvlink_replay"], ts),
+        np.nan_to_num(series["pcie_downtrained"][-1], nan=0.0),
         throttled.mean(axis=0),
         node_rate("ib_symbol_error"),
         node_rate("ib_link_error_recovery"),

@@ -7,8 +7,10 @@ On the floor below both users: the detector's ``NodeWindow`` stores readings in 
 from __future__ import annotations
 
 # Per GPU, in this order in ``NodeWindow.gpu`` (axis 1).
+# ``nvlink_replay``: replay plus recovery errors over the GPU's NVLinks (a counter); ``pcie_downtrained``: 1 when the
+# PCIe link runs narrower than its maximum width, 0 when at full width, NaN when unknown.
 GPU_FIELDS = ("temp_c", "power_w", "sm_clock_mhz", "util_pct", "ecc_sbe", "pcie_replay", "nvlink_crc",
-              "remap_pending")
+              "nvlink_replay", "remap_pending", "pcie_downtrained")
 # Per node, in this order in ``NodeWindow.node`` (axis 1): sample time and InfiniBand counters summed over ports.
 NODE_FIELDS = ("ts", "ib_symbol_error", "ib_link_error_recovery", "ib_link_downed")
 IB_COUNTERS = NODE_FIELDS[1:]

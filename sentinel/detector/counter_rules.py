@@ -8,6 +8,16 @@ model's call, made on the whole window.
 - Row remap pending: the HBM has a row waiting to be remapped at the next GPU reset; Azure healthagent warns on
   pending retirements (domain.md). The hazard model reads the same flag with the counters around it.
 
+Link faults, where two physical signals of the same link agree (``link_rules``; docs/detection.md):
+
+- NVLink replays or recoveries: DCGM's health watch fails a GPU on any increase of either counter. One retrain
+  alone is something a healthy link does now and then, so an increase alone alerts; with CRC errors on the same
+  GPU's links in the window (at least ``LINK_CRC_MIN``) and at least ``LINK_RETRY_MIN`` replays or recoveries, the
+  link is going: checkpoint, then drain.
+- PCIe link downtraining: a link trained below its maximum width is degraded (NVSentinel issue 890); alone it
+  alerts; with PCIe replays in the window (at least ``PCIE_REPLAY_MIN``) the link is failing: checkpoint, then
+  drain. The generation is not judged: GPUs lower it at idle by design (link power management).
+
 Rates are over the last ``RATE_WINDOW_S`` seconds of samples; a counter that goes backwards (driver reload,
 reset) counts as zero for that step. Each warning fires once per episode; the episode ends when the rate falls
 below half its limit (or the pending flag clears).
@@ -27,6 +37,10 @@ RATE_WINDOW_S = 60.0
 PCIE_REPLAYS_PER_MIN = 8.0  # DCGM
 NVLINK_CRC_PER_S = 100.0  # DCGM
 _PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink_crc", "remap_pending"))
+_REPLAY, _DOWNTRAINED = GPU_FIELDS.index("nvlink_replay"), GPU_FIELDS.index("pcie_downtrained")
+LINK_CRC_MIN = 10  # CRC errors over the window that make replays a second signal, not a lone retrain (assumption)
+LINK_RETRY_MIN = 2  # NVLink replays plus recoveries over the window (one is a link that retrained once)
+PCIE_REPLAY_MIN = 5  # PCIe replays over the window on a downtrained link (assumption)
 
 
 def counter_warnings(window: NodeWindow, sample: SampleView, now: float) -> list[Finding]:
@@ -46,7 +60,53 @@ def counter_warnings(window: NodeWindow, sample: SampleView, now: float) -> list
     pending = np.nan_to_num(last[_PENDING]) > 0
     out += _episodes(window, sample, now, "row-remap-pending", FindingClass.GPU_ECC, pending.astype(float), 0.5,
                      "row remap pending")
+    out += link_rules(window, sample, now, last)
     return out
+
+
+def link_rules(window: NodeWindow, sample: SampleView, now: float, last: np.ndarray) -> list[Finding]:
+    """The NVLink and PCIe link rules (module docstring): one signal alerts, two agreeing ones checkpoint and drain.
+    Counts are over the whole window; an episode ends when its signals are gone from it."""
+    gpu = window.recent(window.gpu, window.size)
+    counts = np.nan_to_num(np.clip(np.diff(gpu[:, [_PCIE, _NVLINK, _REPLAY]], axis=0), 0, None)).sum(axis=0) \
+        if len(gpu) >= 2 else np.zeros((3, gpu.shape[2]))
+    replays, crc, retries = counts
+    downtrained = np.nan_to_num(last[_DOWNTRAINED]) > 0
+    out: list[Finding] = []
+    for g in range(len(retries)):
+        out += _link(window, sample, now, g, "nvlink", FindingClass.GPU_NVLINK, retries[g] > 0,
+                     retries[g] >= LINK_RETRY_MIN and crc[g] >= LINK_CRC_MIN,
+                     {"nvlink_replays_recoveries": int(retries[g]), "nvlink_crc_errors": int(crc[g])},
+                     f"{int(retries[g])} NVLink replay/recovery error(s) and {int(crc[g])} CRC errors")
+        out += _link(window, sample, now, g, "pcie", FindingClass.GPU_PCIE, bool(downtrained[g]),
+                     bool(downtrained[g]) and replays[g] >= PCIE_REPLAY_MIN,
+                     {"pcie_downtrained": bool(downtrained[g]), "pcie_replays": int(replays[g])},
+                     f"PCIe link downtrained (below its maximum width), {int(replays[g])} PCIe replays")
+    return out
+
+
+def _link(window: NodeWindow, sample: SampleView, now: float, gpu: int, link: str, kind: FindingClass,
+          one: bool, two: bool, evidence: dict[str, EvidenceValue], what: str) -> list[Finding]:
+    """One GPU's episode of one link rule: level 1 (alerted) on one signal, 2 (checkpoint and drain) on two."""
+    alert, drain = (f"{link}-link-degraded", 1), (f"{link}-link-failing", 2)
+    level = 2 if two else 1 if one else 0
+    open_level = 2 if (drain[0], gpu) in window.counter_reported else 1 if (alert[0], gpu) in window.counter_reported \
+        else 0
+    if level == 0:
+        window.counter_reported.discard((alert[0], gpu))
+        window.counter_reported.discard((drain[0], gpu))
+        return []
+    if level <= open_level:
+        return []
+    rule = drain[0] if level == 2 else alert[0]
+    window.counter_reported.add((rule, gpu))
+    evidence = {**evidence, "window_s": round(float(window.last_ts - window.recent(window.node, window.size)[0, 0]), 1)}
+    if level == 2:
+        return [make_finding(rule, kind, sample.node, now, sample.ts, Severity.CRITICAL,
+                             Recommendation.CHECKPOINT_DRAIN, 0.9,
+                             f"GPU {gpu}: {what} in the window: two signals of a failing link", gpu, evidence)]
+    return [make_finding(rule, kind, sample.node, now, sample.ts, Severity.WARNING, Recommendation.ALERT, 0.5,
+                         f"GPU {gpu}: {what} in the window: one signal, alert", gpu, evidence)]
 
 
 def _episodes(window: NodeWindow, sample: SampleView, now: float, rule: str, kind: FindingClass,

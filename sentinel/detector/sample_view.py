@@ -28,6 +28,7 @@ from sentinel.events import (
     HostReading,
     LogEvent,
     NodeName,
+    PcieValue,
     TelemetrySample,
     Timestamp,
 )
@@ -36,9 +37,12 @@ GpuIndex = Annotated[int, msgspec.Meta(ge=0, le=1023)]
 
 
 class LinkView(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """Of an ``NvLinkReading``: the CRC flit errors (the counter warning watches their sum per GPU)."""
+    """Of an ``NvLinkReading``: the CRC flit errors, and the replays and recoveries that follow them (the link
+    rules watch their sums per GPU)."""
 
     crc_errors: CounterValue | None = None
+    replay_errors: CounterValue | None = None
+    recovery_errors: CounterValue | None = None
 
 
 class GpuView(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -58,6 +62,8 @@ class GpuView(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     row_remap_pending: bool | None = None
     row_remap_failure: bool | None = None
     pcie_replay: CounterValue | None = None
+    pcie_link_width: PcieValue | None = None
+    pcie_link_width_max: PcieValue | None = None
     nvlinks: list[LinkView] = msgspec.field(default_factory=list)
 
 

@@ -31,19 +31,24 @@ from sentinel_models.fields import GPU_FIELDS, IB_COUNTERS, NODE_FIELDS, PRECURS
 
 __all__ = ["GPU_FIELDS", "IB_COUNTERS", "NODE_FIELDS", "PRECURSOR_XIDS", "NodeWindow", "counter_delta"]
 
-# counter warnings watch PCIe replays and NVLink CRC (adjacent fields) and the remap-pending flag
-_PCIE, _NVLINK, _PENDING = (GPU_FIELDS.index(n) for n in ("pcie_replay", "nvlink_crc", "remap_pending"))
-assert GPU_FIELDS[_PCIE:_PENDING] == ("pcie_replay", "nvlink_crc")
-# index, state, the GPU_FIELDS read straight from a reading (up to pcie_replay), remap pending, throttle reasons
+# counter rules watch PCIe replays, NVLink CRC and replays (adjacent fields), the remap-pending flag and the PCIe width
+_PCIE, _NVLINK, _REPLAY, _PENDING, _DOWNTRAINED = (GPU_FIELDS.index(n) for n in (
+    "pcie_replay", "nvlink_crc", "nvlink_replay", "remap_pending", "pcie_downtrained"))
+assert GPU_FIELDS[_PCIE:_PENDING] == ("pcie_replay", "nvlink_crc", "nvlink_replay")
+assert len(GPU_FIELDS) - 1 == _DOWNTRAINED
+# index, state, the GPU_FIELDS read straight from a reading (up to pcie_replay), remap pending, throttle reasons,
+# the PCIe link's width and maximum width
 _READ = operator.attrgetter("index", "state", "temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile",
-                            "pcie_replay", "row_remap_pending", "throttle_reasons")
+                            "pcie_replay", "row_remap_pending", "throttle_reasons", "pcie_link_width",
+                            "pcie_link_width_max")
 _GAUGES = operator.attrgetter("temp_c", "power_w", "sm_clock_mhz", "util_gpu_pct", "ecc_sbe_volatile", "pcie_replay")
 _CRC = operator.attrgetter("crc_errors")
+_RETRY = operator.attrgetter("replay_errors", "recovery_errors")
 _NVLINKS = operator.attrgetter("nvlinks")
 _LOST = GpuState.LOST
 _ABSENT = (math.nan,) * len(GPU_FIELDS)
 _COUNTERS = slice(GPU_FIELDS.index("ecc_sbe"), _PENDING)  # the fields kept as offsets from a moving base
-assert GPU_FIELDS[_COUNTERS] == ("ecc_sbe", "pcie_replay", "nvlink_crc")
+assert GPU_FIELDS[_COUNTERS] == ("ecc_sbe", "pcie_replay", "nvlink_crc", "nvlink_replay")
 _EXACT = float(2**24)  # float32 holds every integer up to here
 STAGED = 8  # pushes kept as C doubles before they go into the rings in one numpy pass
 _NAN = math.nan
@@ -58,6 +63,24 @@ def _crc_sum(links: list[Any]) -> float:
         return sum(map(_CRC, links))
     except TypeError:  # some link had no reading (None)
         return sum(v or 0 for v in map(_CRC, links))
+
+
+def _retry_sum(links: list[Any]) -> float:
+    """Replay plus recovery errors over a GPU's NVLinks (NaN: no link has either counter)."""
+    total, seen = 0, False
+    for replay, recovery in map(_RETRY, links):
+        if replay is not None:
+            total, seen = total + replay, True
+        if recovery is not None:
+            total, seen = total + recovery, True
+    return total if seen else _NAN
+
+
+def _downtrained(width: int | None, width_max: int | None) -> float:
+    """1.0: the PCIe link trained narrower than it can; 0.0: at full width; NaN: either is unknown."""
+    if width is None or not width_max:
+        return _NAN
+    return 1.0 if width < width_max else 0.0
 
 
 @functools.cache
@@ -86,7 +109,8 @@ class NodeWindow:
     __slots__ = ("size", "count", "_gpu", "_base", "_node", "_throttle", "_staged", "_staged_throttle",
                  "_staged_node", "_pending", "last_ts", "lost", "hot_reported", "hot_warned", "slow_streak",
                  "slow_reported", "slow_since", "slow_persisted", "ib_rate_reported", "counter_reported",
-                 "precursor_xid_ts", "counters_moved", "ib_moved", "last_key", "last_ib", "last_pcie", "last_crc")
+                 "precursor_xid_ts", "counters_moved", "ib_moved", "last_key", "last_ib", "last_pcie", "last_crc",
+                 "last_replay")
 
     def __init__(self, size: int, gpus: int = 8) -> None:
         self.size = size
@@ -117,6 +141,7 @@ class NodeWindow:
         self.last_ib: list[float] = []  # the InfiniBand counters of the last push (NODE_FIELDS[1:])
         self.last_pcie: tuple[float, ...] = ()  # PCIe replays and NVLink CRC of the last push, per GPU (NaN: none)
         self.last_crc: tuple[float, ...] = ()
+        self.last_replay: tuple[float, ...] = ()  # NVLink replays and recoveries of the last push, per GPU
         # each GPU's (index, ecc_dbe_volatile, row_remap_failure, pci_bus_id) in the last sample (rules.remember)
         self.last_key: tuple[tuple[int, int | None, bool | None, str], ...] = ()
 
@@ -168,14 +193,17 @@ class NodeWindow:
         fast = len(gpus) == width
         if fast:
             # Read every field across the GPUs at once; nearly every sample has every GPU, in index order, none lost.
-            index, state, *gauges, pending, throttles = zip(*map(_READ, gpus), strict=False)  # equal lengths
+            index, state, *gauges, pending, throttles, widths, widths_max = zip(*map(_READ, gpus),
+                                                                                 strict=False)  # equal lengths
             fast = index == _in_order(width) and _LOST not in state
         if fast:
+            all_links = list(map(_NVLINKS, gpus))
             try:
-                crc = [sum(map(_CRC, links)) if links else _NAN for links in map(_NVLINKS, gpus)]
+                crc = [sum(map(_CRC, links)) if links else _NAN for links in all_links]
             except TypeError:  # some link had no reading (None)
-                crc = [_crc_sum(links) if links else _NAN for links in map(_NVLINKS, gpus)]
-            columns: list[Any] = [*gauges, crc, pending]
+                crc = [_crc_sum(links) if links else _NAN for links in all_links]
+            retry = [_retry_sum(links) if links else _NAN for links in all_links]
+            columns: list[Any] = [*gauges, crc, retry, pending, list(map(_downtrained, widths, widths_max))]
             try:
                 self._staged.fromlist(list(itertools.chain.from_iterable(columns)))  # all or nothing
             except TypeError:  # some reading is None
@@ -188,10 +216,13 @@ class NodeWindow:
         self._staged_throttle.fromlist(throttle)
         pcie: tuple[float, ...] = tuple(columns[_PCIE])
         links: tuple[float, ...] = tuple(columns[_NVLINK])
-        self.counters_moved = (True in columns[_PENDING]  # counters unchanged (nearly always): equal, nothing rose
+        retries: tuple[float, ...] = tuple(columns[_REPLAY])
+        self.counters_moved = (True in columns[_PENDING] or 1.0 in columns[_DOWNTRAINED]
+                               # counters unchanged (nearly always): equal, nothing rose
                                or (pcie != self.last_pcie and any(map(operator.gt, pcie, self.last_pcie)))
-                               or (links != self.last_crc and any(map(operator.gt, links, self.last_crc))))
-        self.last_pcie, self.last_crc = pcie, links
+                               or (links != self.last_crc and any(map(operator.gt, links, self.last_crc)))
+                               or (retries != self.last_replay and any(map(operator.gt, retries, self.last_replay))))
+        self.last_pcie, self.last_crc, self.last_replay = pcie, links, retries
         ib = _infiniband(sample.nics)
         self._staged_node.append(sample.ts)
         self._staged_node.extend(ib)
@@ -221,8 +252,10 @@ class NodeWindow:
                 if None in values:
                     values = tuple(_NAN if v is None else v for v in values)
                 crc = _crc_sum(g.nvlinks) if g.nvlinks else _NAN
+                retry = _retry_sum(g.nvlinks) if g.nvlinks else _NAN
                 pending = g.row_remap_pending
-                rows[index] = (*values, crc, _NAN if pending is None else float(pending))
+                rows[index] = (*values, crc, retry, _NAN if pending is None else float(pending),
+                               _downtrained(g.pcie_link_width, g.pcie_link_width_max))
             throttle[index] = g.throttle_reasons or 0
         return list(zip(*rows, strict=True)), throttle
 

@@ -23,7 +23,7 @@ HW_POWER_BRAKE = 0x80
 EXCURSION_MAX_C = 91.0  # a thermal excursion that ends stays below the 93 C warning line
 
 # Counter fields an episode can drive (index into BackgroundSim.counter_targets).
-ECC, PCIE, NVLINK, IB_SYMBOL, IB_RECOVERY = range(5)
+ECC, PCIE, NVLINK, IB_SYMBOL, IB_RECOVERY, NVLINK_RETRAIN = range(6)
 # State episodes.
 BRAKE, FAN, REMAP, EXCURSION = range(4)
 # Job profiles.
@@ -140,6 +140,11 @@ class BackgroundSim:
                                        amount * rng.lognormal(0.0, 0.8, len(mine)),
                                        node=np.full(len(mine), node), gpu=np.full(len(mine), gpu)))
         self.lemons = [(node, gpu) for node, gpu, _ in lemons]
+        # A link that retrains once and stays up (one recovery, nothing else): its own stream, so adding it left
+        # every other background draw as it was.
+        retrain = stream(sc.seed, "nvlink-retrain")
+        self.retrain_t = np.sort(_poisson_times(retrain, rec.nvlink_retrain_per_1000_gpu_days / 1000, gpus_total, dur))
+        self.retrain_gpu = retrain.integers(gpus_total, size=len(self.retrain_t))
         self.counter_episodes = Episodes.join(parts)
         states = [
             _episodes(rng, BRAKE, _poisson_times(rng, th.power_brake_per_1000_gpu_days / 1000, gpus_total, dur),
@@ -231,6 +236,10 @@ class BackgroundSim:
                         target[e.node[i], e.gpu[i]] += c
                     else:
                         target[e.node[i]] += c
+        if len(targets) > NVLINK_RETRAIN and len(self.retrain_t):
+            now = self.retrain_gpu[(self.retrain_t > t - dt) & (self.retrain_t <= t)]
+            if len(now):
+                np.add.at(targets[NVLINK_RETRAIN].reshape(-1), now, 1)
         s = self.states
         remaps = self.remaps
         for i in remaps[(s.start[remaps] <= t) & (s.end[remaps] > t)]:

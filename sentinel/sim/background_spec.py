@@ -122,6 +122,7 @@ class Recovering(_Part, frozen=True):
     link_per_1000_node_days: float = 10.0  # NVLink / PCIe error ramp that stops
     infiniband_per_1000_node_days: float = 10.0  # a link flap: symbol errors and a recovery, then clean
     ecc_per_1000_node_days: float = 10.0  # correctable ECC climbing, then quiet
+    nvlink_retrain_per_1000_gpu_days: float = 2.0  # an NVLink retrains once and stays up (assumption: no public rate)
     duration_s: tuple[float, float] = (300.0, 7200.0)
 
 

@@ -24,8 +24,8 @@ from sentinel.sim.fleet import Fleet, Step
 from sentinel.sim.scenario import Scenario
 
 FIELDS = ("temp_c", "power_w", "util_pct", "sm_clock_mhz", "throttle", "lost", "ecc_sbe", "ecc_dbe", "remap_pending",
-          "pcie_replay", "nvlink_crc", "ib_symbol_error", "ib_link_error_recovery", "ib_link_downed", "boot", "job",
-          "ib_xmit_words")
+          "pcie_replay", "nvlink_crc", "nvlink_replay", "pcie_downtrained", "ib_symbol_error",
+          "ib_link_error_recovery", "ib_link_downed", "boot", "job", "ib_xmit_words")
 FLOATS = {"temp_c", "power_w", "util_pct", "sm_clock_mhz"}
 
 

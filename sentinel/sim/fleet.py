@@ -6,8 +6,10 @@ Each fault class leaves its documented precursor and failure signature (``ground
   at failure Xid 48 (with a double-bit ECC count) or 94/95;
 - thermal: the temperature ramps from normal to 105 C over the precursor, hardware thermal slowdown from 98 C;
   at failure the GPU is lost (Xid 79);
-- nvlink: link CRC and replay errors climb; at failure Xid 74;
-- pcie: the PCIe replay counter climbs (when there is a precursor); at failure Xid 79 and the GPU is lost;
+- nvlink: link CRC errors climb; from a point early in the precursor (``second_signal_at``) the link also replays
+  flits, more as it degrades (the second signal DCGM's health watch fails a GPU on); at failure Xid 74;
+- pcie: the PCIe replay counter climbs (when there is a precursor); from ``second_signal_at`` the link runs
+  downtrained (x8 of x16); at failure Xid 79 and the GPU is lost;
 - gsp: Xid 119 or 120 at failure; infiniband: symbol errors then link error recovery climb, link_downed at
   failure; fail_slow: the GPU's SM clock drops to 60 % from the failure time on; silent: Xid 79, GPU lost;
   software: nothing on the node (the job dies elsewhere);
@@ -21,6 +23,7 @@ every day and the precursors vary in strength and shape; off, the stream is the 
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +34,7 @@ from sentinel.sim.groundtruth import TruthEvent, node_name
 from sentinel.sim.scenario import Scenario
 
 SHUTDOWN_C, SLOWDOWN_C = 105.0, 98.0
+PCIE_WIDTH = 16  # lanes of every GPU's PCIe link at full width (Gen5 x16)
 HW_THERMAL_SLOWDOWN = 0x40
 XID_TEXT = {13: "Graphics SM Warp Exception", 31: "MMU Fault", 43: "Ch 00000010 reset", 48: "DBE", 63: "row remap",
             64: "row remap failure", 74: "NVLink: fatal error", 79: "GPU has fallen off the bus.",
@@ -54,6 +58,8 @@ class Step:
     remap_pending: np.ndarray
     pcie_replay: np.ndarray
     nvlink_crc: np.ndarray
+    nvlink_replay: np.ndarray  # replay plus recovery errors over the GPU's links
+    pcie_downtrained: np.ndarray  # 1.0 where the PCIe link runs narrower than its maximum width
     ib_symbol_error: np.ndarray
     ib_link_error_recovery: np.ndarray
     ib_link_downed: np.ndarray
@@ -63,6 +69,7 @@ class Step:
     logs: list[tuple[int, int, int, str]] = field(default_factory=list)  # (node, gpu, xid, text)
     # Delivery of the agents' samples this step (background.telemetry), per node; None on a clean fleet.
     delivery: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (missing, duplicated, late)
+    nvlink_recovery: np.ndarray | None = None  # the recovery part of nvlink_replay (the link retrained)
 
 
 class Fleet:
@@ -87,6 +94,9 @@ class Fleet:
         self.ecc_dbe = np.zeros((n, g), np.int64)
         self.pcie_replay = np.zeros((n, g), np.int64)
         self.nvlink_crc = np.zeros((n, g), np.int64)
+        self.nvlink_replay = np.zeros((n, g), np.int64)
+        self.nvlink_recovery = np.zeros((n, g), np.int64)
+        self.pcie_width = np.full((n, g), PCIE_WIDTH, np.int64)
         self.ib = np.zeros((3, n), np.int64)  # symbol_error, link_error_recovery, link_downed
         self.lost = np.zeros((n, g), bool)
         self.remap_pending = np.zeros((n, g), bool)
@@ -98,6 +108,8 @@ class Fleet:
         if self.bg is not None:
             self.bg.job_started(np.arange(groups), groups)
         self._shapes: dict[str, tuple[float, str, float]] = {}
+        self._second: dict[str, float] = {}
+        self._rngs: dict[str, np.random.Generator] = {}  # per link fault: its own stream, so the fleet's is unchanged
         self._late: dict[int, TelemetrySample] = {}
         self._pending = sorted(truth, key=lambda e: e.precursor_start_s)  # not started yet
         self._active: list[TruthEvent] = []  # in precursor, or failing this step
@@ -144,8 +156,8 @@ class Fleet:
         delivery = None
         if self.bg is not None:
             self.bg.environment(t, temp, power, clock, throttle, busy_nodes)
-            self.bg.counters(t, dt, [self.ecc_sbe, self.pcie_replay, self.nvlink_crc, self.ib[0], self.ib[1]],
-                             self.remap_pending, logs)
+            self.bg.counters(t, dt, [self.ecc_sbe, self.pcie_replay, self.nvlink_crc, self.ib[0], self.ib[1],
+                                     self.nvlink_recovery], self.remap_pending, logs)
             delivery = self.bg.delivery(t)
         while self._pending and self._pending[0].precursor_start_s <= t:
             self._active.append(self._pending.pop(0))
@@ -155,9 +167,11 @@ class Fleet:
         clock = np.where(self.slow, clock * 0.6, clock)
         temp = np.where(self.lost, np.nan, temp)
         return Step(t, temp, power, util, clock, throttle, self.lost.copy(), self.ecc_sbe.copy(), self.ecc_dbe.copy(),
-                    self.remap_pending.copy(), self.pcie_replay.copy(), self.nvlink_crc.copy(), self.ib[0].copy(),
+                    self.remap_pending.copy(), self.pcie_replay.copy(), self.nvlink_crc.copy(),
+                    self.nvlink_replay + self.nvlink_recovery, (self.pcie_width < PCIE_WIDTH).astype(float),
+                    self.ib[0].copy(),
                     self.ib[1].copy(), self.ib[2].copy(), self.boot.copy(), self.group_job[group].copy(),
-                    self.xmit.copy(), logs, delivery)
+                    self.xmit.copy(), logs, delivery, self.nvlink_recovery.copy())
 
     def _schedule(self, t: float) -> None:
         """Jobs end and new ones start: busy for ~job_mean_s, then idle for a gap that keeps the long-run busy
@@ -222,11 +236,15 @@ class Fleet:
         elif e.cls == "nvlink":
             if not failed:
                 self.nvlink_crc[node, gpu] += int(self.rng.poisson(strength * (1 + 50 * level)))
+                if progress >= self._second_at(e):
+                    self.nvlink_replay[node, gpu] += int(self._event_rng(e).poisson(strength * (0.2 + 2 * level)))
             elif self._once(e, "fail"):
                 xid(74)
         elif e.cls == "pcie":
             if not failed:
                 self.pcie_replay[node, gpu] += int(self.rng.poisson(strength * (1 + 20 * level)))
+                if progress >= self._second_at(e):
+                    self.pcie_width[node, gpu] = PCIE_WIDTH // 2
             elif self._once(e, "fail"):
                 self.lost[node, gpu] = True
                 xid(79)
@@ -249,16 +267,32 @@ class Fleet:
             temp[node, gpu] += 15.0
         elif e.cls == "reboot" and failed and self._once(e, "fail"):
             self.boot[node] += 1
-            for counters in (self.ecc_sbe, self.ecc_dbe, self.pcie_replay, self.nvlink_crc):
+            for counters in (self.ecc_sbe, self.ecc_dbe, self.pcie_replay, self.nvlink_crc, self.nvlink_replay,
+                             self.nvlink_recovery):
                 counters[node, :] = 0
+            self.pcie_width[node, :] = PCIE_WIDTH  # links train again at boot
             self.ib[:, node] = 0
             self.xmit[node] = 0
             self.lost[node, :] = False
         elif e.cls == "driver_reload" and failed and self._once(e, "fail"):
-            for counters in (self.ecc_sbe, self.ecc_dbe, self.pcie_replay, self.nvlink_crc):
+            for counters in (self.ecc_sbe, self.ecc_dbe, self.pcie_replay, self.nvlink_crc, self.nvlink_replay,
+                             self.nvlink_recovery):
                 counters[node, :] = 0  # the driver starts counting again; the boot id stays
         elif e.kind == "storm" and failed and self._once(e, "fail"):
             xid(int(e.cls.removeprefix("storm-xid")))
+
+    def _second_at(self, e: TruthEvent) -> float:
+        """Where in its precursor a link fault's second physical signal starts (assumption: in its first 5-40 %;
+        no public timing), drawn from the event's id so it never depends on order or on the fleet's stream."""
+        if e.id not in self._second:
+            self._second[e.id] = float(self._event_rng(e).uniform(0.05, 0.4))
+        return self._second[e.id]
+
+    def _event_rng(self, e: TruthEvent) -> np.random.Generator:
+        key = f"rng:{e.id}"
+        if key not in self._rngs:
+            self._rngs[key] = np.random.default_rng(zlib.crc32(f"second-signal:{e.id}".encode()))
+        return self._rngs[key]
 
     def samples(self, step: Step, nodes: list[int] | None = None) -> list[TelemetrySample]:
         """The step as the agents would send it: one TelemetrySample per node (all, or the given indices). With
@@ -287,6 +321,7 @@ class Fleet:
     def _sample(self, step: Step, i: int, ts: float) -> TelemetrySample:
         bg = self.bg
         unsupported = bg is not None and bool(bg.unsupported[i])
+        recovery = step.nvlink_recovery if step.nvlink_recovery is not None else np.zeros_like(step.nvlink_replay)
         gpus = []
         for j in range(self.sc.gpus_per_node):
             pci = f"00000000:{0x18 + j:02X}:00.0"
@@ -300,9 +335,13 @@ class Fleet:
                 throttle_reasons=int(step.throttle[i, j]), ecc_sbe_volatile=int(step.ecc_sbe[i, j]),
                 ecc_dbe_volatile=int(step.ecc_dbe[i, j]),
                 row_remap_pending=None if unsupported else bool(step.remap_pending[i, j]),
-                pcie_replay=int(step.pcie_replay[i, j]),
-                nvlinks=[] if unsupported else [NvLinkReading(link=0, active=True,
-                                                              crc_errors=int(step.nvlink_crc[i, j]))]))
+                pcie_replay=int(step.pcie_replay[i, j]), pcie_link_gen=5, pcie_link_gen_max=5,
+                pcie_link_width=PCIE_WIDTH // 2 if step.pcie_downtrained[i, j] else PCIE_WIDTH,
+                pcie_link_width_max=PCIE_WIDTH,
+                nvlinks=[] if unsupported else [NvLinkReading(
+                    link=0, active=True, crc_errors=int(step.nvlink_crc[i, j]),
+                    replay_errors=int(step.nvlink_replay[i, j] - recovery[i, j]),
+                    recovery_errors=int(recovery[i, j]))]))
         nic = NicReading(name="mlx5_0/1", link_layer="infiniband", state="4: ACTIVE", carrier=True,
                          counters={"port_xmit_data": int(step.ib_xmit_words[i]),
                                    "symbol_error": int(step.ib_symbol_error[i]),
