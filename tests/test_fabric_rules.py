@@ -111,6 +111,17 @@ def test_a_straggler_is_found_on_a_lightly_loaded_job_whose_peers_wait_for_it() 
     assert [(ts, f.gpu_index) for ts, f in found] == [(10.0, 2)]
 
 
-def test_a_straggler_that_lasts_is_reported_once_more_with_how_long_it_lasted() -> None:
+def test_a_straggler_that_lasts_is_confirmed_with_how_long_it_lasted_and_asks_to_be_removed() -> None:
     found = run_rules([_sample(10.0 * k, SLOW) for k in range(40)])
-    assert [(ts, f.evidence["duration_s"]) for ts, f in found] == [(10.0, 10.0), (300.0, 300.0)]
+    assert [(ts, f.rule, f.evidence["duration_s"]) for ts, f in found] == [
+        (10.0, "straggler-clock", 10.0), (300.0, "straggler-confirmed", 300.0)]
+    first, confirmed = (f for _, f in found)
+    assert first.severity is Severity.WARNING and first.recommendation is Recommendation.ALERT
+    assert confirmed.severity is Severity.CRITICAL and confirmed.recommendation is Recommendation.CHECKPOINT_DRAIN
+    assert confirmed.evidence["ratio"] == 0.6 and "confirmed" in confirmed.summary
+
+
+def test_a_power_capping_episode_across_the_node_confirms_no_straggler() -> None:
+    """The power envelope caps every GPU (SW power cap 0x4), one more than the others: capped, not slow."""
+    capped = [_sample(10.0 * k, [1500.0, 1500.0, 990.0, 1500.0], reasons=[0x4] * 4) for k in range(60)]
+    assert run_rules(capped) == []

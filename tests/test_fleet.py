@@ -60,6 +60,30 @@ def test_link_errors_rise_before_the_failure_xid(cls: str, field: str, xid: int)
     assert _at(steps, 2100.0).lost[1, 2] == (cls == "pcie")
 
 
+def test_a_failing_nvlink_replays_and_a_failing_pcie_link_downtrains_before_it_fails() -> None:
+    nvlink = _run(_event("nvlink", 1000.0, 2000.0))
+    assert _at(nvlink, 990.0).nvlink_replay[1, 2] == 0 and _at(nvlink, 1990.0).nvlink_replay[1, 2] >= 5
+    assert _at(nvlink, 1990.0).nvlink_replay.sum() == _at(nvlink, 1990.0).nvlink_replay[1, 2]  # that GPU only
+    pcie = _run(_event("pcie", 1000.0, 2000.0))
+    assert not _at(pcie, 990.0).pcie_downtrained.any() and _at(pcie, 1990.0).pcie_downtrained[1, 2] == 1.0
+    sample = Fleet(SC, [_event("pcie", 10.0, 2000.0)])
+    for _ in range(150):
+        step = sample.step()
+    gpu = next(s for s in sample.samples(step) if s.node == node_name(1)).gpus[2]
+    assert (gpu.pcie_link_width, gpu.pcie_link_width_max) == (8, 16)
+
+
+def test_an_hbm_fault_ending_in_a_contained_xid_94_with_no_precursor_needs_no_drain() -> None:
+    """NVIDIA's catalog: Xid 94 asks to restart the application, reset the GPU when convenient (decision 0018)."""
+    sc = scenario.load("llama3-54d")
+    hbm = [e for e in groundtruth.plan(sc) if e.cls == "hbm"]
+    assert {e.failure_xid for e in hbm} == {48, 94, 95}
+    assert all(e.needs_drain == (e.has_precursor or e.failure_xid != 94) for e in hbm)
+    assert any(not e.needs_drain for e in hbm) and any(e.failure_xid == 94 and e.needs_drain for e in hbm)
+    steps = _run(TruthEvent("t-hbm", "fault", "hbm", node_name(1), 2, 2000.0, 2000.0, False, False, 94))
+    assert _xids(steps) == [94]
+
+
 def test_infiniband_symbol_errors_then_recovery_then_link_down() -> None:
     steps = _run(_event("infiniband", 1000.0, 2000.0, gpu=-1))
     late = _at(steps, 1990.0)

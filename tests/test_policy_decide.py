@@ -95,3 +95,36 @@ def test_a_lemon_is_named_in_the_reason_and_the_operator_queue_gets_the_catalogs
     assert judged.decision is not None and "lemon: 3 incidents" in judged.decision.reason
     request = operator_request(incident(), finding(), facts, config(), NOW)
     assert request is not None and request.action is ActionKind.REQUEST_REBOOT and request.mode is Mode.OBSERVE
+
+
+def straggler(ratio: float) -> Finding:
+    return Finding(id="f-s", node="gpu-1", ts=NOW, observed_ts=NOW, kind=FindingClass.STRAGGLER,
+                   rule="straggler-confirmed", severity=Severity.CRITICAL,
+                   recommendation=Recommendation.CHECKPOINT_DRAIN, confidence=0.8, summary="GPU 2 runs slow",
+                   gpu_index=2, evidence={"ratio": ratio, "duration_s": 300.0})
+
+
+def test_a_confirmed_straggler_is_removed_when_its_slow_steps_cost_more_than_a_restart_and_says_so() -> None:
+    judged = decide(incident(), straggler(0.6), FACTS, config(), NOW)
+    assert judged.decision is not None and judged.decision.action is ActionKind.CHECKPOINT_DRAIN_REQUEUE
+    assert judged.decision.mode is Mode.EXECUTE and judged.breaker is not None
+    # 40 % of the job for the default 1 h horizon = 1440 s against a 600 s restart
+    assert "slow steps 40% of the job for 1 h = 1440 s of job time vs a restart of 600 s: remove it" in \
+        judged.decision.reason
+
+
+def test_a_straggler_that_costs_less_than_a_restart_only_alerts() -> None:
+    judged = decide(incident(), straggler(0.7), FACTS, config(straggler={"restart_s": 1800.0}), NOW)
+    assert judged.decision is not None and judged.decision.action is ActionKind.ALERT
+    assert judged.held_back == ("straggler_cost",) and "keep it, alert" in judged.decision.reason
+    off = decide(incident(), straggler(0.5), FACTS, config(straggler={"enabled": False}), NOW)
+    assert off.decision is not None and off.decision.action is ActionKind.ALERT
+
+
+def test_a_straggler_removal_passes_the_same_guards_and_breaker() -> None:
+    full = BreakerState(False, "", 0.0, [(NOW - 10, "gpu-9")])
+    judged = decide(incident(), straggler(0.5), replace(FACTS, breaker=full), config(breaker={"max_fraction": 0.1}),
+                    NOW)
+    assert judged.decision is not None and judged.decision.mode is Mode.OBSERVE and judged.held_back == ("breaker",)
+    observed = decide(incident(), straggler(0.5), FACTS, config(mode="observe"), NOW)
+    assert observed.decision is not None and observed.decision.mode is Mode.OBSERVE

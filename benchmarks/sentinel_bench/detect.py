@@ -120,8 +120,10 @@ def score(signals: list[Signal], truth: list[TruthEvent], node_days: float,
             precursor_leads.append(max(0.0, fault.failure_s - first))
         if not fault.has_precursor and drain is not None and not earlier:
             delays.append(max(0.0, drain.ts_s - fault.failure_s))
-    false = [d for i, d in enumerate(drains) if i not in used]
     slow = [e for e in truth if e.cls == "fail_slow"]
+    # A drain of a node whose GPU runs slow (from its onset on) removes a straggler: not a false drain.
+    used.update(i for e in slow for i, d in enumerate(drains) if d.node == e.node and d.ts_s >= e.failure_s)
+    false = [d for i, d in enumerate(drains) if i not in used]
     failed, false_alerts = _off_window(alerts, faults, slow)
     _, false_findings = _off_window(alerts if findings is None else findings, faults, slow)
     benign = [e for e in truth if e.kind in ("benign", "storm")]
@@ -182,6 +184,7 @@ def score_baseline(signals: list[Signal], truth: list[TruthEvent], node_days: fl
 
 
 STRAGGLER_GOAL_S = 20.0
+STRAGGLER_REMOVED_S = 600.0  # issue 36: a confirmed straggler removed within 10 min of its onset
 EVENT_LOOKBACK_S = 7200.0
 
 
@@ -204,11 +207,15 @@ class _Feed:
 
 
 def straggler_score(findings: list[dict[str, Any]], truth: list[TruthEvent], start: float, step_s: float,
-                    alerts: list[Signal] | None = None, node_days: float = 0.0) -> dict[str, Any]:
+                    alerts: list[Signal] | None = None, node_days: float = 0.0,
+                    drains: list[Signal] | None = None) -> dict[str, Any]:
     """Fail-slow faults found by a straggler finding on their GPU, and how soon: within STRAGGLER_GOAL_S of onset
     (``share_within_20s``) and within max(STRAGGLER_GOAL_S, two sampling intervals) (``share_within_2_steps``);
-    straggler findings and operator-facing alerts graded on one (``alerts``) on GPUs or nodes with no such fault."""
+    straggler findings and operator-facing alerts graded on one (``alerts``) on GPUs or nodes with no such fault;
+    fail-slow faults whose node was drained within STRAGGLER_REMOVED_S of onset (``removed_within_600s_share``)."""
     slow = [e for e in truth if e.cls == "fail_slow"]
+    removed = sum(1 for e in slow if any(d.node == e.node and 0 <= d.ts_s - e.failure_s <= STRAGGLER_REMOVED_S
+                                         for d in drains or []))
     delays = []
     for e in slow:
         hits = [f["observed_ts"] - start - e.failure_s for f in findings
@@ -228,6 +235,8 @@ def straggler_score(findings: list[dict[str, Any]], truth: list[TruthEvent], sta
             "false_findings": sum(1 for f in findings if f["kind"] == "straggler" and not any(
                 f["node"] == e.node and f["gpu_index"] == e.gpu for e in slow)),
             "false_alerts": len(false_alerts),
+            "removed_within_600s": removed,
+            "removed_within_600s_share": round(removed / len(slow), 3) if slow else None,
             "false_alerts_per_1000_node_days": round(len(false_alerts) * 1000 / node_days, 2) if node_days else None}
 
 
@@ -360,7 +369,8 @@ def run_detect(name: str, healthy_sample: float = 1.0, progress: Callable[[float
     r = replay(sc, fed, event_windows, max_steps, max_fraction, model, progress)
     result = score(r.ours, r.truth, r.node_days, findings=r.raw)
     result["stragglers"] = straggler_score(r.findings, r.truth, r.start_ts, sc.step_s,
-                                           [x for x in r.ours if not x.drain], r.node_days)
+                                           [x for x in r.ours if not x.drain], r.node_days,
+                                           [x for x in r.ours if x.drain])
     result["model"] = r.model
     nodes_fed = len(set(fed) | event_nodes) if event_windows else len(fed)
     result.update({"scenario": sc.name, "background": background, "max_fraction": max_fraction,
@@ -388,7 +398,8 @@ def render_detect(r: dict[str, Any]) -> str:
     st = r["stragglers"]
     model = r["model"]
     tail = (f"\n\nStragglers (fail-slow GPUs): {st['found_within_20s']}/{st['faults']} found within 20 s of onset, "
-            f"{st['found_within_2_steps']} within max(20 s, two samples) (median delay {st['delay_median_s']} s); "
+            f"{st['found_within_2_steps']} within max(20 s, two samples) (median delay {st['delay_median_s']} s), "
+            f"{st['removed_within_600s']} removed (drained) within 10 min; "
             f"{st['false_findings']} straggler findings and {st['false_alerts']} straggler alerts elsewhere"
             + (f"\nHazard model {model['name']}: threshold {model['threshold']}, fitted in {model['fit_s']} s; "
                f"{model['rows_scored']} GPU rows scored at {model['scoring_rows_per_s']} rows/s (features + model)"

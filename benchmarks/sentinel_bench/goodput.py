@@ -74,10 +74,17 @@ def stops_for(system: str, truth: list[TruthEvent], p: Goodput, drains: dict[int
         if f.cls == "software":
             stops.append(Stop(f.failure_s, node, Kind.CRASH, hang_s=p.hang_detect_s))
             continue
+        if not f.needs_drain:  # a contained error (Xid 94, no precursor): the job restarts, the node stays
+            stops.append(Stop(f.failure_s, node, Kind.CRASH, hang_s=0.0 if system == "oracle" else p.hang_detect_s))
+            continue
         if f.cls == "fail_slow":
             stops.append(Stop(f.failure_s, node, Kind.SLOW))
             found = f.failure_s if system == "oracle" else (slow_found or {}).get((node, f.gpu))
             removed = found + (0.0 if system == "oracle" else p.alert_response_s) if found is not None else math.inf
+            for s in drains.get(node, []):  # the system drained the slow node itself: no one has to act
+                if s.ts_s >= f.failure_s:
+                    used.add(id(s))
+                    removed = min(removed, s.ts_s)
             removed = min(removed, f.failure_s + p.slow_noticed_s)
             stops.append(Stop(removed, node, Kind.DRAIN, checkpoint=True, repair_s=p.repair_s))
             continue

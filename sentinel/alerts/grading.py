@@ -30,7 +30,9 @@ FAMILY = {
     "thermal-high": "thermal", "thermal-sustained": "thermal",
     "ib-link-downed": "infiniband", "ib-link-degraded": "infiniband", "nic-fatal": "infiniband",
     "pcie-replay-rate": "pcie", "nvlink-crc-rate": "nvlink", "nvswitch-sxid": "nvlink",
-    "straggler-clock": "clock",
+    "nvlink-link-degraded": "nvlink", "nvlink-link-failing": "nvlink",
+    "pcie-link-degraded": "pcie", "pcie-link-failing": "pcie",
+    "straggler-clock": "clock", "straggler-confirmed": "clock",
     "hazard-model": "model", "isolation-forest": "model", "peer-outlier": "peers", "host-anomaly": "host",
 }
 NOT_PHYSICAL = frozenset({"model", "peers", "host"})
@@ -49,6 +51,8 @@ DEFAULT_RULES: dict[str, AlertRuleConfig] = {
     "nvlink-crc-rate": AlertRuleConfig(repeat=3),
     "ib-link-degraded": AlertRuleConfig(repeat=3),
     "nvswitch-sxid": AlertRuleConfig(repeat=3),
+    "nvlink-link-degraded": AlertRuleConfig(repeat=3),  # a healthy link retrains once now and then
+    "pcie-link-degraded": AlertRuleConfig(),  # a downtrained link stays degraded until someone reseats it
     "xid-catalog": AlertRuleConfig(repeat=3),
     "thermal-high": AlertRuleConfig(repeat=3),
     "row-remap-pending": AlertRuleConfig(),

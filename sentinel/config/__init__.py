@@ -81,6 +81,20 @@ class CostConfig(Section, frozen=True):
         non_negative("skip_if_ends_within_s", self.skip_if_ends_within_s)
 
 
+class StragglerPolicyConfig(Section, frozen=True):
+    """When removing a confirmed straggler pays: a synchronous job runs at the straggler's speed, so staying costs
+    the job ``1 - ratio`` of its time over ``slow_horizon_s``; removing it costs ``restart_s`` of the whole job
+    (reschedule, load, warm-up). Job size multiplies both sides, so it cancels."""
+
+    enabled: bool = True  # false: a confirmed straggler only alerts
+    restart_s: float = 600.0  # assumption, as bench goodput's restart cost
+    slow_horizon_s: float = 3600.0  # how long a fail-slow GPU keeps slowing the job if left (FALCON: 10 s to 10 h)
+
+    def __post_init__(self) -> None:
+        non_negative("restart_s", self.restart_s)
+        positive("slow_horizon_s", self.slow_horizon_s)
+
+
 class PolicyConfig(Section, frozen=True):
     mode: Literal["observe", "act"] = "observe"
     cooldown_s: float = 600.0
@@ -93,6 +107,7 @@ class PolicyConfig(Section, frozen=True):
     hysteresis: HysteresisConfig = msgspec.field(default_factory=HysteresisConfig)
     lemon: LemonConfig = msgspec.field(default_factory=LemonConfig)
     cost: CostConfig = msgspec.field(default_factory=CostConfig)
+    straggler: StragglerPolicyConfig = msgspec.field(default_factory=StragglerPolicyConfig)
 
     def __post_init__(self) -> None:
         non_negative("cooldown_s", self.cooldown_s)

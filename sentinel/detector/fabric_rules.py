@@ -81,11 +81,13 @@ def straggler_rule(window: NodeWindow, sample: SampleView, config: StragglerConf
                    now: float, readings: Sequence[Sequence[float]] | None = None) -> list[Finding]:
     """A busy GPU whose SM clock lags its node peers' median for ``sustain_samples`` samples in a row, with no
     power-cap clock-event reason set (a power brake or cap is the rack's or the job's envelope, not the GPU).
-    Reported when it starts and once more when it has lasted ``persist_s`` (evidence ``duration_s``).
+    Reported when it starts (an alert) and once more when it has lasted ``persist_s`` (evidence ``duration_s``):
+    then it is confirmed, and the finding asks for a checkpoint and a drain; the policy weighs the job's slow steps
+    against a restart before it acts (``policy.straggler``).
 
     Data-parallel peers run the same kernels in lock-step, so one slow GPU stretches every step of the job
-    (fail-slow; Minder, NSDI'25, and the Llama 3 report's stragglers). Alert only: the GPU still works, and the
-    operator decides whether the job is better off without the node. ``readings``: what ``window.push`` returned
+    (fail-slow; Minder, NSDI'25, and the Llama 3 report's stragglers; FALCON, 2024: 1.34x job slowdown on average,
+    episodes of tens of seconds to ~10 h). ``readings``: what ``window.push`` returned
     for this sample; when every GPU gave a clock and a utilisation, the common case is answered from it.
     """
     if readings is not None and not window.slow_streak and not window.slow_reported:
@@ -125,17 +127,24 @@ def straggler_rule(window: NodeWindow, sample: SampleView, config: StragglerConf
         lasted = sample.ts - since
         if streak < config.sustain_samples:
             continue
+        confirmed = False
         if gpu in window.slow_reported:
             if not (config.persist_s and gpu not in window.slow_persisted and lasted >= config.persist_s):
                 continue
-            window.slow_persisted.add(gpu)  # once more, to say it persists (docs/alerts.md grades on it)
+            window.slow_persisted.add(gpu)  # once more: it persists, so it is confirmed (docs/detection.md)
+            confirmed = True
         window.slow_reported.add(gpu)
         thermal = bool(series["throttle"][-1, gpu] & THERMAL_MASK)
+        text = (f"GPU {gpu} runs at {ratio[gpu]:.0%} of its peers' SM clock ({clock[gpu]:.0f} vs {peer_clock:.0f} "
+                f"MHz) for {lasted:.0f} s ({streak} samples): it holds the job back")
+        # A confirmed straggler is removed the way a predicted failure is (checkpoint, drain, requeue), when the
+        # policy finds its slow steps cost the job more than a restart would (policy.straggler).
         out.append(make_finding(
-            "straggler-clock", FindingClass.STRAGGLER, sample.node, now, sample.ts, Severity.WARNING,
-            Recommendation.ALERT, min(1.0, 0.6 + (config.clock_ratio - float(ratio[gpu]))),
-            f"GPU {gpu} runs at {ratio[gpu]:.0%} of its peers' SM clock ({clock[gpu]:.0f} vs {peer_clock:.0f} MHz) "
-            f"for {lasted:.0f} s ({streak} samples): it holds the job back", gpu,
+            "straggler-confirmed" if confirmed else "straggler-clock", FindingClass.STRAGGLER, sample.node, now,
+            sample.ts, Severity.CRITICAL if confirmed else Severity.WARNING,
+            Recommendation.CHECKPOINT_DRAIN if confirmed else Recommendation.ALERT,
+            min(1.0, 0.6 + (config.clock_ratio - float(ratio[gpu]))),
+            text + ("; confirmed: remove it from the job" if confirmed else ""), gpu,
             {"sm_clock_mhz": float(clock[gpu]), "peer_median_mhz": peer_clock, "ratio": round(float(ratio[gpu]), 3),
              "util_pct": float(np.nan_to_num(util[gpu])), "power_w": float(np.nan_to_num(power[gpu])),
              "thermal_throttle": thermal, "duration_s": round(lasted, 1)}))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sentinel.config import PolicyConfig
-from sentinel.events import ActionKind, Decision, Finding, Incident, Mode, Recommendation
+from sentinel.events import ActionKind, Decision, Finding, FindingClass, Incident, Mode, Recommendation
 from sentinel.policy import plans
 from sentinel.policy.breaker import BreakerState, admission
 from sentinel.policy.guards import GUARDS, Guard, GuardContext, Proposal
@@ -54,6 +54,12 @@ def decide(incident: Incident, finding: Finding, facts: Facts, config: PolicyCon
                      "alert only")
     if action is ActionKind.NONE:
         return Judgement(None, None)
+    if finding.kind is FindingClass.STRAGGLER and plans.is_disruptive(action):
+        pays, note = straggler_pays(finding, config)
+        notes.append(note)
+        if not pays:
+            held.append("straggler_cost")
+            action = ActionKind.ALERT
     needed = config.hysteresis.min_findings
     if plans.is_disruptive(action) and not plans.is_fatal_plan(action) and len(incident.finding_ids) < needed:
         held.append("hysteresis")
@@ -84,6 +90,19 @@ def decide(incident: Incident, finding: Finding, facts: Facts, config: PolicyCon
     if reasons:
         why += " | not acting: " + "; ".join(reasons)
     return Judgement(_decision(incident, action, mode, why, blocked, now), breaker, (*held, *blocked))
+
+
+def straggler_pays(finding: Finding, config: PolicyConfig) -> tuple[bool, str]:
+    """Whether removing a confirmed straggler costs the job less than leaving it (``policy.straggler``), and why."""
+    rule = config.straggler
+    ratio = finding.evidence.get("ratio")
+    if not rule.enabled or not isinstance(ratio, (int, float)) or not 0 < ratio < 1:
+        return False, "straggler: alert only (policy.straggler.enabled = false, or no clock ratio in the evidence)"
+    slow = (1.0 - float(ratio)) * rule.slow_horizon_s  # job time lost to slow steps if the GPU stays
+    verdict = "remove it" if slow > rule.restart_s else "keep it, alert"
+    return slow > rule.restart_s, (f"straggler cost: slow steps {1 - ratio:.0%} of the job for "
+                                   f"{rule.slow_horizon_s / 3600:g} h = {slow:.0f} s of job time vs a restart of "
+                                   f"{rule.restart_s:.0f} s: {verdict}")
 
 
 def operator_request(incident: Incident, finding: Finding, facts: Facts, config: PolicyConfig,

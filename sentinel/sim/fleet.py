@@ -219,7 +219,8 @@ class Fleet:
                 if progress > 0.9 and self._once(e, "64"):
                     xid(64)
             elif self._once(e, "fail"):
-                code = int(self.rng.choice([48, 94, 95]))
+                drawn = int(self.rng.choice([48, 94, 95]))  # drawn even when the plan chose: the stream stays
+                code = e.failure_xid or drawn
                 self.ecc_dbe[node, gpu] += 1 if code == 48 else 0
                 xid(code)
         elif e.cls == "thermal":

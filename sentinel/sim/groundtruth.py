@@ -31,6 +31,12 @@ SIGNATURE = {
     FaultClass.SOFTWARE: "the job dies (NCCL timeout); the hardware is healthy",
 }
 NEEDS_DRAIN = {c: c not in (FaultClass.SOFTWARE, FaultClass.FAIL_SLOW) for c in FaultClass}
+HBM_FAILURE_XIDS = (48, 94, 95)
+# NVIDIA's Xid catalog (domain.md; decision 0018): Xid 94, a *contained* ECC error, asks to restart the application
+# and reset the GPU when convenient; the job restarts, the node need not be drained. An HBM fault that ends in it
+# with no precursor is therefore no drain in the ground truth. With a precursor (escalating correctable errors,
+# pending remaps) the memory is wearing out and the GPU needs its reset: a drain, as for Xid 48 and 95.
+CONTAINED_XID = 94
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class TruthEvent:
     failure_s: float
     has_precursor: bool
     needs_drain: bool
+    failure_xid: int = 0  # the Xid an HBM fault ends in (HBM_FAILURE_XIDS); 0 for the other classes
 
 
 def node_name(index: int) -> str:
@@ -89,7 +96,18 @@ def plan(scenario: Scenario) -> list[TruthEvent]:
             events.append(TruthEvent("", "storm", f"storm-xid{storm.xid}", node_name(index),
                                      int(rng.integers(scenario.gpus_per_node)), at, at, False, False))
     events.sort(key=lambda e: (e.failure_s, e.node, e.cls))
-    return [TruthEvent(**{**asdict(e), "id": f"{scenario.name}-{i:06d}"}) for i, e in enumerate(events)]
+    return [_with_failure_xid(TruthEvent(**{**asdict(e), "id": f"{scenario.name}-{i:06d}"}))
+            for i, e in enumerate(events)]
+
+
+def _with_failure_xid(event: TruthEvent) -> TruthEvent:
+    """An HBM fault's final Xid, drawn from its id (so no other draw moves), and whether it needs a drain."""
+    if event.cls != FaultClass.HBM.value:
+        return event
+    rng = np.random.default_rng(zlib.crc32(f"hbm-xid:{event.id}".encode()))
+    xid = int(rng.choice(HBM_FAILURE_XIDS))
+    return TruthEvent(**{**asdict(event), "failure_xid": xid,
+                         "needs_drain": event.has_precursor or xid != CONTAINED_XID})
 
 
 # The demo's fault plan (``demo_plan``): two faults of each class, each with the lead its precursor gives (s).
@@ -127,7 +145,8 @@ def demo_plan(scenario: Scenario, per_class: int = 2, benign: int = 3) -> list[T
         events.append(TruthEvent("", "benign", BenignClass.APP_XID.value, node_name(index),
                                  int(rng.integers(scenario.gpus_per_node)), at, at, False, False))
     events.sort(key=lambda e: (e.failure_s, e.node, e.cls))
-    return [TruthEvent(**{**asdict(e), "id": f"{scenario.name}-{i:06d}"}) for i, e in enumerate(events)]
+    return [_with_failure_xid(TruthEvent(**{**asdict(e), "id": f"{scenario.name}-{i:06d}"}))
+            for i, e in enumerate(events)]
 
 
 def _stream(seed: int, kind: str, name: str) -> np.random.Generator:
