@@ -136,7 +136,8 @@ def recipe_digest() -> str:
     """SHA-256 of what the shipped model's training depends on: the fleets drawn and the code that simulates them,
     computes the features and fits the model. ``sentinel model show shipped`` says whether it still matches."""
     recipe = hashlib.sha256(msgspec.json.encode(training_fleets(scenario.load(TRAIN_SCENARIO))))
-    for module in (features, training, hazard, persistence, background, fleet_module, sys.modules[__name__]):
+    for module in (features, training, hazard, persistence, background, fleet_module, groundtruth,
+                   sys.modules[__name__]):
         recipe.update(Path(str(module.__file__)).read_bytes())
     return recipe.hexdigest()
 
