@@ -133,3 +133,22 @@ def test_a_command_whose_publish_failed_is_sent_later_and_the_node_is_drained(re
     rig.tick()
     assert (rig.scheduler.drain_reason("gpu-node-005") or "").startswith("sentinel: ")
     assert [c["status"] for c in repo.table("commands")] == ["done"]
+
+
+def test_a_forged_result_for_an_unknown_command_is_a_dead_letter_and_the_controller_goes_on(repo: Repository) -> None:
+    """Issue 38 item 2: a result whose command id the store never issued crash-looped the controller (the
+    store's foreign key refused it, nothing caught it, the message was never committed)."""
+    from sentinel.events import ActionResult, Step, StepStatus
+    from sentinel.transport import RESULTS
+
+    rig = make_rig(repo)
+    forged = ActionResult(id="r-forged", command_id="no-such-command", incident_id="inc-x", node="gpu-node-003",
+                          ts=1.0, step=Step.VERIFY, status=StepStatus.OK)
+    rig.pipeline.transport.publish(RESULTS, "gpu-node-003", codec.encode(forged))
+    rig.xid("gpu-node-002", 79)
+    rig.tick()
+    letters = [codec.decode(m.value) for m in rig.pipeline.transport.consumer("dlq", [DEAD_LETTERS]).poll(10)]
+    assert [(x.source_topic, "unknown command" in x.reason) for x in letters] == [(RESULTS, True)]
+    assert rig.scheduler.drain_reason("gpu-node-002") is not None
+    assert rig.scheduler.drain_reason("gpu-node-003") is None
+    assert not [r for r in repo.table("action_results") if r["command_id"] == "no-such-command"]

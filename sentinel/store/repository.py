@@ -137,6 +137,13 @@ class Repository(Queries):
                 conn.execute(update(s.commands).where(c.id.in_(ids)).values(status="expired"))
         return ids
 
+    def command_target(self, command_id: str) -> tuple[str, str] | None:
+        """(node, incident id) of a command this store issued; None for an id it never issued."""
+        c = s.commands.c
+        with self.engine.connect() as conn:
+            row = conn.execute(select(c.node, c.incident_id).where(c.id == command_id)).first()
+        return (row[0], row[1]) if row is not None else None
+
     def add_results(self, results: Iterable[ActionResult], command_status: str | None = None) -> int:
         """Store results not stored yet (ids are stable); return how many were new (exact for one result)."""
         rows = [
