@@ -10,6 +10,7 @@ import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 
 from sentinel.cli.verbs import EXIT_ERROR, EXIT_OK, load_config
 from sentinel.errors import ValidationError
@@ -135,7 +136,7 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     import msgspec
 
     from sentinel.clock import SystemClock
-    from sentinel_collectors.kmsg import parse_line
+    from sentinel_collectors.kmsg import join_lines
 
     try:
         handle = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -147,12 +148,16 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
     row = "{:>6}  {:<8} {:>5}  {:<8} {:<14} {:<36} {}"
     if args.output != "json":
         print(row.format("LINE", "KIND", "CODE", "SEVERITY", "PCI", "MEANING", "MESSAGE"))
-    with handle:
+
+    def lines() -> Iterator[str]:
+        nonlocal total
         for line in handle:
             total += 1
-            event = parse_line(line.rstrip("\n"), "parsed", SystemClock().now())
-            if event is None:
-                continue
+            yield line.rstrip("\n")
+
+    with handle:
+        # A multi-line driver report is one event, as the agent reads it; "line" is its first line's number.
+        for number, event in join_lines(lines(), "parsed", SystemClock().now()):
             recognised += 1
             data = msgspec.to_builtins(event)
             attrs = data.get("attrs", {})
@@ -165,12 +170,12 @@ def cmd_parse_log(args: argparse.Namespace) -> int:
             code = data.get("xid") or attrs.get("sxid") or ""
             if args.output == "json":
                 out = {"kind": data["kind"], "xid": data.get("xid"), "pci": data.get("pci_bus_id"), "attrs": attrs,
-                       "severity": severity, "meaning": meaning, "message": data["message"], "line": total}
+                       "severity": severity, "meaning": meaning, "message": data["message"], "line": number}
                 print(json.dumps(out))
             else:
-                print(row.format(total, data["kind"], code, severity, data.get("pci_bus_id") or "", meaning[:36],
+                print(row.format(number, data["kind"], code, severity, data.get("pci_bus_id") or "", meaning[:36],
                                  data["message"][:90]))
-    print(f"{recognised} of {total} line(s) recognised", file=sys.stderr)
+    print(f"{recognised} event(s) recognised in {total} line(s)", file=sys.stderr)
     return EXIT_OK
 
 
