@@ -131,3 +131,18 @@ def test_bench_goodput_end_to_end_on_a_small_fleet(tmp_path, capsys) -> None:
         assert s["best_interval_s"] > 0 and s["lost_gpu_hours"]["total"] >= 0
     assert r["systems"]["oracle"]["ettr"] >= r["systems"]["reactive"]["ettr"]
     assert sum(r["faults"].values()) > 0
+
+
+def test_a_fail_slow_gpu_slows_the_reactive_job_and_is_never_counted_as_a_crash() -> None:
+    """A fail-slow fault needs no drain (the GPU works); it must stay a slow-down, not a contained-Xid crash."""
+    from sentinel.sim import groundtruth, scenario
+    from sentinel_bench import goodput as g
+
+    sc = scenario.load("llama3-54d")
+    truth = groundtruth.plan(sc)
+    stops, _ = g.stops_for("reactive", truth, sc.goodput)
+    slow_nodes = {groundtruth.node_index(e.node) for e in truth if e.cls == "fail_slow"}
+    assert {s.node for s in stops if s.kind is g.Kind.SLOW} == slow_nodes
+    crashes = sum(1 for e in truth if e.kind == "fault"
+                  and (e.cls == "software" or (e.cls == "hbm" and not e.needs_drain)))
+    assert sum(1 for s in stops if s.kind is g.Kind.CRASH) == crashes

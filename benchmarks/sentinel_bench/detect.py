@@ -196,7 +196,9 @@ class _Feed:
         self.step_s = step_s
         self.node = np.array([index[e.node] for e in events], dtype=np.int64)
         self.start = np.array([e.precursor_start_s - EVENT_LOOKBACK_S for e in events])
-        self.end = np.array([e.failure_s + GRACE_S for e in events])
+        # a fail-slow GPU stays slow: fed long enough for a straggler to be confirmed and removed
+        self.end = np.array([e.failure_s + (STRAGGLER_REMOVED_S if e.cls == "fail_slow" else GRACE_S)
+                             for e in events])
         self.node_steps = 0
 
     def nodes(self, t_s: float) -> list[int]:

@@ -40,7 +40,7 @@ from sentinel.sim.groundtruth import TruthEvent
 from sentinel.sim.trainset import cached_model
 from sentinel.tables import render
 from sentinel_bench.baselines import Signal
-from sentinel_bench.detect import GRACE_S, Replay, replay
+from sentinel_bench.detect import FALSE_LIST_MAX, GRACE_S, Replay, replay
 
 SYSTEMS = ("reactive", "threshold", "sentinel", "oracle")
 SEARCH_POINTS = 48  # log-spaced intervals between the bounds below
@@ -74,9 +74,6 @@ def stops_for(system: str, truth: list[TruthEvent], p: Goodput, drains: dict[int
         if f.cls == "software":
             stops.append(Stop(f.failure_s, node, Kind.CRASH, hang_s=p.hang_detect_s))
             continue
-        if not f.needs_drain:  # a contained error (Xid 94, no precursor): the job restarts, the node stays
-            stops.append(Stop(f.failure_s, node, Kind.CRASH, hang_s=0.0 if system == "oracle" else p.hang_detect_s))
-            continue
         if f.cls == "fail_slow":
             stops.append(Stop(f.failure_s, node, Kind.SLOW))
             found = f.failure_s if system == "oracle" else (slow_found or {}).get((node, f.gpu))
@@ -87,6 +84,9 @@ def stops_for(system: str, truth: list[TruthEvent], p: Goodput, drains: dict[int
                     removed = min(removed, s.ts_s)
             removed = min(removed, f.failure_s + p.slow_noticed_s)
             stops.append(Stop(removed, node, Kind.DRAIN, checkpoint=True, repair_s=p.repair_s))
+            continue
+        if not f.needs_drain:  # a contained error (Xid 94, no precursor): the job restarts, the node stays
+            stops.append(Stop(f.failure_s, node, Kind.CRASH, hang_s=0.0 if system == "oracle" else p.hang_detect_s))
             continue
         if system == "oracle":
             if f.has_precursor and f.precursor_start_s + p.checkpoint_write_s <= f.failure_s:
@@ -246,6 +246,7 @@ def run_goodput(name: str, overrides: dict[str, float | int | None] | None = Non
             key = (groundtruth.node_index(f["node"]), int(f["gpu_index"]))
             slow_found[key] = min(slow_found.get(key, math.inf), f["observed_ts"] - r.start_ts)
     plans: dict[str, list[Stop]] = {}
+    seen_false: dict[str, list[Signal]] = {}  # the false drains seen on the nodes fed, before scaling
     scale: dict[str, float] = {}
     for system in SYSTEMS:
         signals = {"sentinel": r.ours, "threshold": r.baselines["threshold"]}.get(system)
@@ -253,6 +254,7 @@ def run_goodput(name: str, overrides: dict[str, float | int | None] | None = Non
                                  slow_found if system == "sentinel" else None)
         extra, factor = _scaled_false(false, r, p, sc.seed + SYSTEMS.index(system))
         plans[system], scale[system] = stops + extra, factor
+        seen_false[system] = false
     say("simulating the jobs and searching each system's best checkpoint interval")
     common = {s: _run(plans[s], jobs, pool, sc, p, p.checkpoint_interval_s, duration) for s in SYSTEMS}
     systems: dict[str, Any] = {}
@@ -262,7 +264,10 @@ def run_goodput(name: str, overrides: dict[str, float | int | None] | None = Non
             "best_interval_s": round(best_interval, 1), "ettr_at_best_interval": round(best.ettr, 5),
             "lost_gpu_hours_at_best_interval": _summary(best, None)["lost_gpu_hours"],
             "analytic_ettr": _analytic(common[s], plans[s], sc, p, p.checkpoint_interval_s, duration),
-            "false_drain_scale": round(scale[s], 2)}
+            "false_drain_scale": round(scale[s], 2),
+            "false_drains_seen": len(seen_false[s]),
+            "false_drain_list": [{"node": d.node, "t_s": round(d.ts_s, 1), "why": d.why[:160]}
+                                 for d in seen_false[s][:FALSE_LIST_MAX]]}
     gap = {}
     for label, field in (("common_interval", "ettr"), ("best_interval", "ettr_at_best_interval")):
         span = systems["oracle"][field] - systems["reactive"][field]
