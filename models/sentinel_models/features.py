@@ -180,8 +180,9 @@ def physical_evidence(rows: np.ndarray) -> np.ndarray:
 
     NVLink and PCIe links drain through their own rules (``link_rules``), which count both signals in the window:
     a rate above zero here takes one link retrain during a CRC burst for two signals (with these terms in,
-    llama3-mix showed 4 hazard-model false drains; not re-measured without them). A CRC or replay ramp alone looks the same whether it will fail or recover, and a link retrains once now and
-    then: one signal alone alerts. A hazard finding without this evidence alerts."""
+    llama3-mix showed 4 hazard-model false drains; not re-measured without them). A CRC or replay ramp alone
+    looks the same whether it will fail or recover, and a link retrains once now and then: one signal alone
+    alerts. A hazard finding without this evidence alerts."""
     c = {name: rows[..., i] for i, name in enumerate(FEATURES)}
     with np.errstate(invalid="ignore"):
         hbm = ((c["ecc_sbe_per_h"] >= ECC_ESCALATING_PER_H) & (c["ecc_sbe_recent_per_h"] > 0)
