@@ -23,7 +23,8 @@ from sentinel import codec
 from sentinel.clock import ManualClock
 from sentinel.errors import ConfigError
 from sentinel.events import LogEvent, LogKind
-from sentinel_collectors.kmsg import FUTURE_S, KmsgSource, default_patterns, join_lines, load_patterns, parse_line
+from sentinel_collectors.kmsg import FUTURE_S, default_patterns, join_lines, load_patterns, parse_line
+from sentinel_collectors.kmsg_source import KmsgSource
 
 NODE = "gpu-node-001"
 REF = datetime(2026, 12, 8, 12, 0, 0, tzinfo=UTC).timestamp()  # the reader's clock: after every line below

@@ -9,7 +9,7 @@ import pytest
 
 from sentinel.clock import ManualClock
 from sentinel.errors import CollectorError
-from sentinel_collectors.kmsg import MAX_LINE_BYTES, KmsgSource
+from sentinel_collectors.kmsg_source import MAX_LINE_BYTES, KmsgSource
 
 NODE, TS = "gpu-node-001", 1_767_225_600.0
 # ------------------------------------------------------------------------------------------------ KmsgSource

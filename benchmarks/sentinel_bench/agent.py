@@ -21,7 +21,7 @@ from sentinel.tables import render
 from sentinel.testing import FakeNvml, healthy_fields
 from sentinel_collectors.agent import Agent, Slot
 from sentinel_collectors.host import HostCollector
-from sentinel_collectors.kmsg import KmsgSource
+from sentinel_collectors.kmsg_source import KmsgSource
 from sentinel_collectors.nic import NicCollector
 from sentinel_collectors.nvml import NvmlCollector
 from sentinel_collectors.spool import Spool

@@ -9,7 +9,7 @@ from sentinel.config import Config
 from sentinel_collectors.agent import Slot, SlotKind
 from sentinel_collectors.dcgm import DcgmCollector
 from sentinel_collectors.host import HostCollector
-from sentinel_collectors.kmsg import KmsgSource
+from sentinel_collectors.kmsg_source import KmsgSource
 from sentinel_collectors.nic import NicCollector
 from sentinel_collectors.nvml import NvmlCollector
 from sentinel_collectors.slurm_jobs import DEFAULT_INTERVAL_S, SlurmJobs
