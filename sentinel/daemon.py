@@ -16,6 +16,7 @@ from typing import TypeVar
 from sqlalchemy import Engine
 
 from sentinel.actuator import Actuator, Scheduler
+from sentinel.actuator.sealed import Sealer
 from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
 from sentinel.actuator.slurm import SlurmScheduler
@@ -30,6 +31,7 @@ from sentinel.detector.hazard_scoring import load_scorer
 from sentinel.detector.host_anomaly import HostAnomaly
 from sentinel.detector.service import Detector, relax_gc
 from sentinel.errors import ConfigError, ModelRefused, TransportError
+from sentinel.events import Finding
 from sentinel.obs.metrics import (
     ActuatorMetrics,
     AgentMetrics,
@@ -158,12 +160,20 @@ def build_load_service(config: Config, engine: Engine, clock: Clock, source: Que
 
 
 def start_background(config: Config, repo: Repository, clock: Clock, metrics: ControllerMetrics, stop: threading.Event,
-                     scheduler: Callable[[], Scheduler]) -> None:
+                     scheduler: Callable[[], Scheduler], controller: Controller) -> None:
     """Retention always; the drain watch (which also stores the scheduler's node list) when a scheduler is driven
-    (a dry run drains nothing)."""
+    (a dry run drains nothing). Then the controller's node gate closes: its first pass runs here, before the first
+    finding is judged, so a fresh install acts on the nodes the scheduler listed (a scheduler away at start: the
+    list stored before stays in force; none stored yet: nothing is acted on until a pass succeeds)."""
     start_pruner(repo, config.store.retention, clock, metrics, stop)
     if config.actuator.kind != "dryrun":
-        DrainWatch(repo, scheduler(), clock, metrics, config.policy.drain_watch_s).start(stop)
+        watch = DrainWatch(repo, scheduler(), clock, metrics, config.policy.drain_watch_s)
+        try:
+            watch.check()
+        except Exception:  # the store away for a moment: the watch's own thread tries again
+            log.exception("drain watch: first pass failed; retrying in %.0f s", watch.interval_s)
+        controller.gate_nodes = True
+        watch.start(stop, first_wait_s=watch.interval_s)
 
 
 def open_repository(config: Config, migrate: bool) -> Repository:
@@ -254,7 +264,8 @@ def build_detector(config: Config, clock: Clock, metrics: DetectorMetrics, repo:
     elif not config.detector.hazard.model:
         log.info("hazard model: rules only (detector.hazard.model is empty)")
     host = HostAnomaly.from_config(config.detector.host_anomaly) if config.detector.host_anomaly.enabled else None
-    return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard, host=host)
+    sealer = Sealer(key_for(config.security.key_file), Finding)  # the controller acts on sealed findings only
+    return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard, host=host, sealer=sealer)
 
 
 def build_effects(config: Config, clock: Clock, metrics: ControllerProcessMetrics, repo: Repository,
@@ -264,7 +275,8 @@ def build_effects(config: Config, clock: Clock, metrics: ControllerProcessMetric
     signer, verifier = signing
     if actuator is None:
         actuator = build_actuator(config, clock, metrics)
-    controller = Controller(transport, repo, config.policy, metrics, clock, signer=signer, alerts=config.alerts)
+    controller = Controller(transport, repo, config.policy, metrics, clock, signer=signer, alerts=config.alerts,
+                            trusted=verifier.keys.values())
     service = ActuatorService(transport, actuator, metrics, clock, verifier=verifier,
                               journal=StoreJournal(repo.engine), workers=workers,
                               owner=f"{config.node_name()}/actuator")
@@ -300,7 +312,8 @@ def run(config: Config, stop: threading.Event, max_cycles: int | None = None) ->
     agent = build_agent(config, clock, metrics, sink)
     close_metrics = serve_metrics(config.metrics.listen, metrics, config.metrics)
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
-    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock))
+    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock),
+                     pipeline.controller)
     try:
         _run_rounds(config, stop, max_cycles, agent, pipeline, load)
         if max_cycles is not None:  # a bounded run ends with its commands carried out and their results stored
@@ -350,6 +363,9 @@ def _service_transport(config: Config) -> Transport:
 def run_detector(config: Config, stop: threading.Event, metrics: DetectorMetrics | None = None) -> Detector:
     """One detector group member: telemetry and logs in, findings out (scale out by starting more)."""
     metrics = metrics if metrics is not None else DetectorMetrics()
+    if config.transport.kind != "memory" and not config.security.key_file:  # it seals findings with that key
+        raise ConfigError("security.key_file: required by the detector service (it seals its findings with the "
+                          "key the controller holds); the same file as the controller's (docs/security.md)")
     relax_gc()
     transport = _service_transport(config)
     repo = open_repository(config, migrate=False)
@@ -379,7 +395,7 @@ def run_controller(config: Config, stop: threading.Event, metrics: ControllerPro
     close_metrics = serve_metrics(config.metrics.listen, metrics, config.metrics)
     controller.refresh_gauges(clock.now())  # an open breaker shows at once after a restart
     load = build_load_service(config, repo.engine, clock, refresher=after_bins(config, metrics, clock))
-    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock))
+    start_background(config, repo, clock, metrics, stop, lambda: build_scheduler(config, clock), controller)
     steps: list[Callable[[], object]] = [lambda: controller.step(timeout_s=0.2),
                                          lambda: actuator_service.step(timeout_s=0.2)]
     if load is not None:

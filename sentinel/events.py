@@ -311,6 +311,16 @@ class SignedCommand(Record, tag="signed_command", frozen=True):
     signature: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
 
 
+class SealedRecord(Record, tag="sealed", frozen=True):
+    """A finding or an action result as it travels between services: its exact encoding, sealed by the service
+    that produced it (``sentinel.actuator.sealed``): ``signature`` is HMAC-SHA256 over the record kind, the key id and
+    ``payload``, with a key derived from the service key for that kind alone."""
+
+    key_id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{16}\Z")]
+    payload: Annotated[bytes, msgspec.Meta(max_length=1 << 20)]  # the codec encoding of one record
+    signature: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
+
+
 class ActionResult(Record, tag="result", frozen=True):
     """One step of a command as the scheduler carried it out (or would have, in dry-run)."""
 
@@ -338,5 +348,6 @@ class DeadLetter(Record, tag="dead_letter", frozen=True):
 
 
 WireRecord = (
-    TelemetrySample | LogEvent | Finding | Incident | Decision | Command | SignedCommand | ActionResult | DeadLetter
+    TelemetrySample | LogEvent | Finding | Incident | Decision | Command | SignedCommand | SealedRecord | ActionResult
+    | DeadLetter
 )

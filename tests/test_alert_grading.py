@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sentinel import codec
+from sentinel.actuator.sealed import Sealer
 from sentinel.actuator.signing import CommandSigner, process_key
 from sentinel.alerts.grading import grade
 from sentinel.clock import ManualClock
@@ -113,7 +113,7 @@ class Rig:
 
     def feed(self, rule: str, gpu: int | None = 0, **evidence: Any) -> None:
         f = finding(rule, self.clock.now(), gpu, **evidence)
-        self.transport.publish(FINDINGS, f.node, codec.encode(f))
+        self.transport.publish(FINDINGS, f.node, Sealer(process_key(), Finding).seal(f))
         self.controller.step()
 
     def wait(self, seconds: float) -> None:
@@ -182,7 +182,7 @@ def test_a_redelivered_finding_does_not_alert_twice(repo: Repository) -> None:
     rig = Rig(repo)
     f = finding("thermal-sustained", rig.clock.now(), severity=Severity.CRITICAL)
     for _ in range(2):
-        rig.transport.publish(FINDINGS, f.node, codec.encode(f))
+        rig.transport.publish(FINDINGS, f.node, Sealer(process_key(), Finding).seal(f))
         rig.controller.step()
     assert len(rig.alerts()) == 1 and rig.sample("sentinel_alerts_total", kind="gpu_thermal") == 1
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sentinel import codec
+from sentinel.actuator.sealed import Sealer
 from sentinel.actuator.service import ActuatorService
 from sentinel.actuator.signing import CommandSigner, CommandVerifier, MemoryNonces, process_key
 from sentinel.actuator.steps import SchedulerActuator
@@ -90,7 +90,7 @@ class Rig:
                                workers=workers)
 
     def find(self, node: str, n: int = 0) -> None:
-        self.transport.publish(FINDINGS, node, codec.encode(fatal(node, self.clock.now(), n)))
+        self.transport.publish(FINDINGS, node, Sealer(process_key(), Finding).seal(fatal(node, self.clock.now(), n)))
 
     def pump(self, rounds: int = 5) -> None:
         for _ in range(rounds):

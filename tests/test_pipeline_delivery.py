@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from sentinel import codec
+from sentinel.actuator.sealed import Sealer
+from sentinel.actuator.signing import process_key
 from sentinel.detector.findings import make_finding
 from sentinel.errors import TransportError
-from sentinel.events import DeadLetter, FindingClass, Recommendation, Severity
+from sentinel.events import DeadLetter, Finding, FindingClass, Recommendation, Severity
 from sentinel.store.repository import Repository
 from sentinel.transport import COMMANDS, DEAD_LETTERS, FINDINGS, LOGS, TELEMETRY
 from tests.test_pipeline import NODES, make_rig
@@ -116,7 +118,7 @@ def test_a_finding_delivered_twice_counts_once_toward_min_findings(repo: Reposit
                            rig.clock.now(), Severity.CRITICAL, Recommendation.CHECKPOINT_DRAIN, 0.99,
                            "GPU 1: predicted failure", 1, {})
     for _ in range(2):
-        rig.pipeline.transport.publish(FINDINGS, finding.node, codec.encode(finding))
+        rig.pipeline.transport.publish(FINDINGS, finding.node, Sealer(process_key(), Finding).seal(finding))
         rig.pipeline.pump()
     assert [d["action"] for d in repo.table("decisions")] == ["alert"]  # one finding so far: still waiting
     assert rig.scheduler.drain_reason("gpu-node-004") is None
@@ -144,7 +146,8 @@ def test_a_forged_result_for_an_unknown_command_is_a_dead_letter_and_the_control
     rig = make_rig(repo)
     forged = ActionResult(id="r-forged", command_id="no-such-command", incident_id="inc-x", node="gpu-node-003",
                           ts=1.0, step=Step.VERIFY, status=StepStatus.OK)
-    rig.pipeline.transport.publish(RESULTS, "gpu-node-003", codec.encode(forged))
+    # sealed with the trusted key: schema-valid and authentic, but for a command the store never issued
+    rig.pipeline.transport.publish(RESULTS, "gpu-node-003", Sealer(process_key(), ActionResult).seal(forged))
     rig.xid("gpu-node-002", 79)
     rig.tick()
     letters = [codec.decode(m.value) for m in rig.pipeline.transport.consumer("dlq", [DEAD_LETTERS]).poll(10)]

@@ -26,7 +26,6 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from sentinel import codec
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.clock import SystemClock
 from sentinel.config import from_mapping
@@ -79,7 +78,7 @@ def _decision_to_drain(config: SlurmActuatorConfig, node: str, workdir: Path, i:
     finding = Finding(id=f"bench-{i}", node=node, ts=now, observed_ts=now, kind=FindingClass.GPU_LOST,
                       rule="gpu-lost", severity=Severity.FATAL, recommendation=Recommendation.DRAIN, confidence=1.0,
                       summary="bench: GPU 0 no longer answers", gpu_index=0)
-    pipeline.transport.publish(FINDINGS, node, codec.encode(finding))
+    pipeline.transport.publish(FINDINGS, node, pipeline.detector.sealer.seal(finding))
     pipeline.pump()
     decision = repo.table("decisions")[0]
     drain = next(r for r in repo.table("action_results") if r["step"] == "drain")

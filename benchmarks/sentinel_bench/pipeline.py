@@ -43,6 +43,7 @@ from typing import Any
 import msgspec
 
 from sentinel import codec
+from sentinel.actuator.sealed import inside
 from sentinel.clock import Clock, ManualClock, SystemClock
 from sentinel.config import DetectorConfig, from_mapping
 from sentinel.detector.hazard_scoring import load_scorer
@@ -238,12 +239,12 @@ def _latency(broker: str, tmp: str, model: str | None, rate: int = 2000, seconds
         batch = fleet.messages(rate // 10, 500, fault_every=100, ts=time.time(), tag=str(tick))
         producer.publish_batch((topics[0], f"n{i % 500}", m) for i, m in enumerate(batch))
         for message in findings.poll(1000):
-            latencies.append(time.time() - codec.decode_as(message.value, Finding).observed_ts)
+            latencies.append(time.time() - inside(message.value, Finding).observed_ts)
         time.sleep(0.1)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and len(latencies) < int(seconds * rate / 100):
         for message in findings.poll(1000, timeout_s=0.5):
-            latencies.append(time.time() - codec.decode_as(message.value, Finding).observed_ts)
+            latencies.append(time.time() - inside(message.value, Finding).observed_ts)
     stop.set()
     thread.join(10)
     findings.close()

@@ -22,9 +22,9 @@ import logging
 import socket
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from sentinel import codec
 from sentinel.actuator import Actuator
 from sentinel.actuator.journal import Journal
+from sentinel.actuator.sealed import Sealer
 from sentinel.actuator.signing import CommandRejected, CommandVerifier
 from sentinel.clock import Clock
 from sentinel.events import ActionResult, Command
@@ -49,12 +49,14 @@ class ActuatorService(ConsumingService):
         owner: str = "",
     ) -> None:
         """``verifier`` and ``journal`` come from the composition root (``daemon.command_signing``, the store's
-        journal). ``owner`` names this actuator in the journal's leases (stable across its restarts)."""
+        journal). ``owner`` names this actuator in the journal's leases (stable across its restarts). Results are
+        sealed (``sentinel.actuator.sealed``) with the verifier's first key: the service key."""
         self.transport = transport
         self.actuator = actuator
         self.metrics = metrics
         self.clock = clock
         self.verifier = verifier
+        self.sealer = Sealer(next(iter(verifier.keys.values())), ActionResult)
         self.journal = journal
         self.owner = owner or f"{socket.gethostname()}/{group}"
         self.group = group
@@ -153,7 +155,7 @@ class ActuatorService(ConsumingService):
     def _publish(self) -> None:
         while self.outgoing:
             result = self.outgoing[0]
-            self.transport.publish(RESULTS, result.node, codec.encode(result))
+            self.transport.publish(RESULTS, result.node, self.sealer.seal(result))
             self.outgoing.pop(0)
             self.metrics.messages_published.labels(RESULTS).inc()
 

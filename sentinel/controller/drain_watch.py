@@ -56,12 +56,12 @@ class DrainWatch:
             returned.append(node)
         return returned
 
-    def start(self, stop: threading.Event) -> threading.Thread:
-        """Watch on a thread of its own (a slow scheduler never holds up the controller's loop), at once and then
-        every ``interval_s``."""
+    def start(self, stop: threading.Event, first_wait_s: float = 0.0) -> threading.Thread:
+        """Watch on a thread of its own (a slow scheduler never holds up the controller's loop), after
+        ``first_wait_s`` and then every ``interval_s``."""
 
         def loop() -> None:
-            wait = 0.0
+            wait = first_wait_s
             while not stop.wait(wait):
                 wait = self.interval_s
                 try:

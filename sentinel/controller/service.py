@@ -19,7 +19,8 @@ import msgspec
 
 from sentinel import codec
 from sentinel.actuator import LEMON_MARK, OWNED_REASON_PREFIX
-from sentinel.actuator.signing import CommandSigner
+from sentinel.actuator.sealed import Opener, RecordRefused
+from sentinel.actuator.signing import CommandSigner, SigningKey
 from sentinel.alerts import grading
 from sentinel.clock import Clock
 from sentinel.config import PolicyConfig
@@ -90,11 +91,16 @@ class Controller(ConsumingService):
         group: str = "sentinel-controller",
         guards: dict[str, Guard] | None = None,
         alerts: AlertsConfig | None = None,
+        trusted: Iterable[SigningKey] | None = None,
     ) -> None:
         """``signer`` comes from the composition root (``daemon.command_signing``): the process's ephemeral key in
-        the one-process pipeline, ``security.key_file`` for the separate services."""
+        the one-process pipeline, ``security.key_file`` for the separate services. Findings and results are acted
+        on only when sealed (``sentinel.actuator.sealed``) with one of the ``trusted`` keys (default: the signer's)."""
         self.transport = transport
         self.signer = signer
+        keys = list(trusted) if trusted is not None else [signer.key]
+        self.openers: dict[str, Opener[Finding] | Opener[ActionResult]] = {
+            FINDINGS: Opener(keys, Finding), RESULTS: Opener(keys, ActionResult)}
         self._last_sweep_ts = float("-inf")
         self._relay_ts = float("-inf")
         self._fresh = False  # commands were added to the outbox since the last relay
@@ -105,6 +111,9 @@ class Controller(ConsumingService):
         self.metrics = metrics
         self.clock = clock
         self.group = group
+        # The scheduler node gate (issue 38): set by the services that drive a scheduler and store its node list
+        # (``daemon.start_background``); then a node the list does not hold is never acted on, none while it is empty.
+        self.gate_nodes = False
         self.consumer = transport.consumer(group, [FINDINGS, RESULTS])
         self._refreshed_ts = -1e18
 
@@ -174,9 +183,15 @@ class Controller(ConsumingService):
 
     def _handle(self, message: Message) -> None:
         now = self.clock.now()
+        opener = self.openers.get(message.topic)
         try:
-            record = codec.decode_as(message.value, Finding if message.topic == FINDINGS else ActionResult)
-        except CodecError as exc:
+            if opener is None:
+                raise CodecError(f"the controller reads no records from {message.topic}")
+            record = opener.open(message.value)
+        except CodecError as exc:  # a RecordRefused too: unsealed, forged, sealed with a key we do not hold
+            if isinstance(exc, RecordRefused):
+                self.metrics.records_refused.labels(message.topic, exc.refusal).inc()
+                log.warning("refused a record on %s: %s", message.topic, exc.reason)
             send_dead_letter(self.transport, message, exc.reason, self.metrics, now)
             return
         if isinstance(record, Finding):
@@ -274,6 +289,7 @@ class Controller(ConsumingService):
             recent_incidents=unit.incident_counts(since, node).get(node, 0),
             breaker=breaker,
             held_out=unit.held_out(),
+            managed=unit.is_managed(node) if self.gate_nodes else None,
         )
 
     def _command(self, decision: Decision, incident: Incident, now: float, lemon: bool) -> Command:

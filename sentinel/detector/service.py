@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from sentinel import codec
+from sentinel.actuator.sealed import Sealer
+from sentinel.actuator.signing import process_key
 from sentinel.clock import Clock
 from sentinel.config import DetectorConfig
 from sentinel.detector.hazard_scoring import HazardScorer
@@ -75,10 +77,14 @@ class Detector(ConsumingService):
         topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS),
         hazard: HazardScorer | None = None,
         host: HostAnomaly | None = None,
+        sealer: Sealer[Finding] | None = None,
     ) -> None:
-        """``config.replay_messages``: on a partition handed over from another member, re-read up to that many
-        messages before the committed offset to rebuild windows without acting (decision 0005)."""
+        """``sealer`` seals every finding (``sentinel.actuator.sealed``; the composition root passes the service key,
+        the default is this process's key). ``config.replay_messages``: on a partition handed over from another
+        member, re-read up to that many messages before the committed offset to rebuild windows without acting
+        (decision 0005)."""
         self.transport = transport
+        self.sealer = sealer if sealer is not None else Sealer(process_key(), Finding)
         self.repo = repo
         self.group = group
         self.config = config
@@ -170,7 +176,7 @@ class Detector(ConsumingService):
         the controller ignore a finding id seen twice)."""
         if not self.unsent:
             return
-        self.transport.publish_batch([(self.findings_topic, f.node, codec.encode(f)) for f in self.unsent])
+        self.transport.publish_batch([(self.findings_topic, f.node, self.sealer.seal(f)) for f in self.unsent])
         sent, self.unsent = self.unsent, []
         self.metrics.messages_published.labels(self.findings_topic).inc(len(sent))
         for finding in sent:

@@ -190,6 +190,10 @@ class ControllerMetrics(ServiceMetrics):
             ["guard"],
             registry=r,
         )
+        self.records_refused = Counter(
+            "sentinel_records_refused_total", "Findings and results refused: unsealed, forged, unknown key.",
+            ["topic", "reason"], registry=r,
+        )
         self.commands_issued = Counter(
             "sentinel_commands_issued_total", "Commands the controller sent to the actuator.", ["action"], registry=r
         )

@@ -31,6 +31,7 @@ class Facts:
     recent_incidents: int  # incidents on this node inside policy.lemon.window_s
     breaker: BreakerState
     held_out: int = 0  # nodes Sentinel holds out of service now (drained, or a drain under way)
+    managed: bool | None = None  # the node is in the scheduler's stored list; None: no scheduler is driven
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ def decide(incident: Incident, finding: Finding, facts: Facts, config: PolicyCon
     if plans.is_disruptive(action):
         proposal = Proposal(incident.node, incident.id, action)
         ctx = GuardContext(config, now, facts.last_executed_ts, facts.drained_by, facts.command_in_flight)
+        if facts.managed is False:  # closed while the list is empty: a name nobody listed is never acted on
+            blocked.append("unmanaged_node")
+            reasons.append(f"{incident.node} is not in the scheduler's node list (the drain watch stores it)")
         for name, guard in guards.items():
             reason = guard(proposal, ctx)
             if reason:

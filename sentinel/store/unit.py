@@ -87,6 +87,11 @@ class Unit:
         return self.conn.execute(select(s.commands.c.incident_id).where(
             s.commands.c.node == node, s.commands.c.status == "pending").limit(1)).scalar()
 
+    def is_managed(self, node: str) -> bool:
+        """Whether the scheduler's stored node list holds ``node`` (False while no list is stored)."""
+        query = select(s.scheduler_nodes.c.name).where(s.scheduler_nodes.c.name == node).limit(1)
+        return self.conn.execute(query).first() is not None
+
     def held_out(self) -> int:
         """Nodes Sentinel holds out of service: drained by it, or with a drain decided and not finished."""
         drained = select(s.nodes.c.name).where(s.nodes.c.drained_incident_id.is_not(None))
