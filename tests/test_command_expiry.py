@@ -59,7 +59,7 @@ def test_a_command_under_way_does_not_expire_on_postgres(pg_url: str) -> None:
 
 def _assert_under_way(repo: Repository) -> None:
     started, lost = _command(repo, "gpu-node-001"), _command(repo, "gpu-node-002")
-    StoreJournal(repo.engine).accept(started, T0 + 5)  # the actuator took it; slurmctld then stopped answering
+    StoreJournal(repo.engine).accept(started, T0 + 5, b"")  # the actuator took it; slurmctld then stopped answering
 
     assert repo.expire_commands(T0 + 400) == [lost.id]
     assert _status(repo) == {"gpu-node-001": "pending", "gpu-node-002": "expired"}
@@ -72,7 +72,7 @@ def _assert_under_way(repo: Repository) -> None:
 def test_a_finished_command_whose_result_was_lost_expires(repo: Repository) -> None:
     command = _command(repo, "gpu-node-003")
     journal = StoreJournal(repo.engine)
-    journal.accept(command, T0 + 5)
+    journal.accept(command, T0 + 5, b"")
     journal.record(ActionResult(id=f"{command.id}:verify", command_id=command.id, incident_id=command.incident_id,
                                 node=command.node, ts=T0 + 60,
                                 step=Step.VERIFY, status=StepStatus.OK, detail="drained"), T0 + 60)

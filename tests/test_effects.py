@@ -188,8 +188,8 @@ def test_a_command_another_actuator_holds_is_left_to_it(repo: Repository) -> Non
     rig.find("gpu-node-008")
     rig.pump(1)
     journal = StoreJournal(repo.engine)
-    [command] = journal.unfinished(rig.clock.now())
-    assert journal.claim(command.id, "other-host/actuator", rig.clock.now(), 900.0)
+    [(command_id, _)] = journal.unfinished(rig.clock.now())
+    assert journal.claim(command_id, "other-host/actuator", rig.clock.now(), 900.0)
     rig.actuator._resume_ts = float("-inf")  # look at the journal now
     rig.actuator.step()  # the failing one released its lease; the other took it: hands off
     assert rig.scheduler.calls["requeue"] == 0

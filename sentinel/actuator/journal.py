@@ -14,8 +14,9 @@ from sentinel.events import ActionResult, Command, Step
 
 
 class Journal(Protocol):
-    def accept(self, command: Command, now: float) -> bool:
-        """Record ``command`` as accepted; False when it was accepted before (a redelivery or a re-send)."""
+    def accept(self, command: Command, now: float, envelope: bytes) -> bool:
+        """Record ``command`` as accepted with the signed ``envelope`` it came in; False when it was accepted
+        before (a redelivery or a re-send)."""
         ...
 
     def steps(self, command_id: str) -> list[ActionResult]:
@@ -37,9 +38,14 @@ class Journal(Protocol):
         """Give the lease back (the command was interrupted and may be resumed by anyone)."""
         ...
 
-    def unfinished(self, now: float) -> list[Command]:
-        """Accepted and unfinished commands, oldest first (resumed at start-up; one already started is finished
-        even after its expiry, so a node is never left drained with its jobs not requeued)."""
+    def unfinished(self, now: float) -> list[tuple[str, bytes]]:
+        """Accepted and unfinished commands' ids and signed envelopes, oldest first: resumed at start-up once the
+        envelope verifies again (one already started is finished even after its expiry, so a node is never left
+        drained with its jobs not requeued). A row with no envelope (written by hand) has ``b""``."""
+        ...
+
+    def refuse(self, command_id: str, now: float) -> None:
+        """Finish an entry whose envelope failed verification: never carried out, never resumed again."""
         ...
 
 
@@ -47,14 +53,16 @@ class MemoryJournal:
     """A journal in memory, for the one-process pipeline's tests and benchmarks (lost with the process)."""
 
     def __init__(self) -> None:
-        self._commands: dict[str, Command] = {}
+        self._commands: dict[str, bytes] = {}  # id -> envelope
         self._steps: dict[str, dict[Step, ActionResult]] = {}
         self._leases: dict[str, tuple[str, float]] = {}
 
-    def accept(self, command: Command, now: float) -> bool:
+        self._refused: set[str] = set()
+
+    def accept(self, command: Command, now: float, envelope: bytes) -> bool:
         if command.id in self._commands:
             return False
-        self._commands[command.id] = command
+        self._commands[command.id] = envelope
         self._steps[command.id] = {}
         return True
 
@@ -65,7 +73,7 @@ class MemoryJournal:
         self._steps.setdefault(result.command_id, {}).setdefault(result.step, result)
 
     def finished(self, command_id: str) -> bool:
-        return Step.VERIFY in self._steps.get(command_id, {})
+        return command_id in self._refused or Step.VERIFY in self._steps.get(command_id, {})
 
     def claim(self, command_id: str, owner: str, now: float, lease_s: float) -> bool:
         held = self._leases.get(command_id)
@@ -78,5 +86,8 @@ class MemoryJournal:
         if self._leases.get(command_id, ("", 0.0))[0] == owner:
             del self._leases[command_id]
 
-    def unfinished(self, now: float) -> list[Command]:
-        return [c for c in self._commands.values() if not self.finished(c.id)]
+    def unfinished(self, now: float) -> list[tuple[str, bytes]]:
+        return [(i, e) for i, e in self._commands.items() if not self.finished(i)]
+
+    def refuse(self, command_id: str, now: float) -> None:
+        self._refused.add(command_id)

@@ -11,6 +11,10 @@ counted in ``sentinel_records_refused_total``, never acted on).
 
 No nonce and no expiry: a finding or result delivered twice is already a no-op (their ids are unique in the
 store), so a replayed genuine record only restates what its service once said.
+
+The controller seals each command it puts in its outbox the same way (kind ``command``): the outbox signs and
+sends a row only when its seal opens and holds that very command, so a row written into the store by hand is
+refused (issue 38, item 4).
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ from typing import Generic, TypeVar
 from sentinel import codec
 from sentinel.actuator.signing import SigningKey
 from sentinel.errors import CodecError
-from sentinel.events import ActionResult, Finding, SealedRecord
+from sentinel.events import ActionResult, Command, Finding, SealedRecord
 
-R = TypeVar("R", Finding, ActionResult)
+R = TypeVar("R", Finding, ActionResult, Command)
 
-KINDS: dict[type, str] = {Finding: "finding", ActionResult: "result"}
-REASONS = ("unsealed", "unknown_key", "bad_signature", "wrong_kind")
+KINDS: dict[type, str] = {Finding: "finding", ActionResult: "result", Command: "command"}
+REASONS = ("unsealed", "unknown_key", "bad_signature", "wrong_kind", "tampered")
 
 
 class RecordRefused(CodecError):

@@ -72,9 +72,26 @@ class ActuatorService(ConsumingService):
         now = self.clock.now()
         if now - self._resume_ts >= RESUME_INTERVAL_S:
             self._resume_ts = now
-            for command in self.journal.unfinished(now):
-                if not self._under_way(command.id):
+            for command_id, envelope in self.journal.unfinished(now):
+                if not self._under_way(command_id) and (command := self._reverified(command_id, envelope)):
                     self._start(command, resumed=True)
+
+    def _reverified(self, command_id: str, envelope: bytes) -> Command | None:
+        """The journal entry's command, its signed envelope verified again (the store is not the key: a row put
+        there by hand, or edited, is refused and finished, never carried out); expiry is not checked (a command
+        already accepted is finished, not dropped)."""
+        try:
+            if not envelope:
+                raise CommandRejected("unsigned", "journal entry has no signed envelope (not written by an actuator)")
+            command = self.verifier.authentic(envelope).command
+            if command.id != command_id:
+                raise CommandRejected("invalid_command", f"journal entry holds the envelope of command {command.id}")
+        except CommandRejected as exc:
+            log.error("refused journal entry %s: %s; it is finished, not carried out", command_id, exc)
+            self.metrics.commands_rejected.labels(exc.reason).inc()
+            self.journal.refuse(command_id, self.clock.now())
+            return None
+        return command
 
     def handle(self, messages: list[Message]) -> None:
         """Verify each command and accept it into the journal (then its offset may be committed)."""
@@ -89,7 +106,7 @@ class ActuatorService(ConsumingService):
         try:
             opened = self.verifier.check(message.value)
             command = opened.command
-            new = self.journal.accept(command, self.clock.now())
+            new = self.journal.accept(command, self.clock.now(), message.value)
             if not self.verifier.remember(opened) and (new or self.journal.finished(command.id)):
                 raise CommandRejected("replayed", f"nonce of command {command.id} was already used")
         except CommandRejected as exc:

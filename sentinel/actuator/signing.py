@@ -175,6 +175,19 @@ class CommandVerifier:
         """Every check but the nonce: key, signature, expiry, a valid command agreeing with its envelope. The
         actuator service records the command in its journal before it records the nonce, so an envelope seen
         again can be told apart: a command left unfinished resumes, a finished one is a replay."""
+        opened = self.authentic(data)
+        now = self.clock.now()
+        if opened.expires_ts <= now:
+            raise CommandRejected("expired", f"expired {now - opened.expires_ts:.0f} s ago")
+        if opened.expires_ts - now > self.max_ttl_s:
+            raise CommandRejected("expired", f"expiry {opened.expires_ts - now:.0f} s ahead exceeds "
+                                             f"security.max_command_ttl_s ({self.max_ttl_s:.0f} s)")
+        return opened
+
+    def authentic(self, data: bytes) -> Opened:
+        """The key, signature and command checks, not the expiry: what the actuator re-checks when it resumes a
+        command from its journal (one already accepted is finished even past its expiry; a journal row written by
+        anyone but the actuator, with no envelope or another command's, fails here)."""
         try:
             envelope = codec.decode(data)
         except CodecError as exc:
@@ -189,12 +202,6 @@ class CommandVerifier:
         expected = _mac(key, envelope.nonce, envelope.expires_ts, envelope.payload)
         if not hmac.compare_digest(expected, envelope.signature):
             raise CommandRejected("bad_signature", "signature does not match the content (forged or tampered)")
-        now = self.clock.now()
-        if envelope.expires_ts <= now:
-            raise CommandRejected("expired", f"expired {now - envelope.expires_ts:.0f} s ago")
-        if envelope.expires_ts - now > self.max_ttl_s:
-            raise CommandRejected("expired", f"expiry {envelope.expires_ts - now:.0f} s ahead exceeds "
-                                             f"security.max_command_ttl_s ({self.max_ttl_s:.0f} s)")
         try:
             command = codec.decode_as(envelope.payload, Command)
         except CodecError as exc:  # a validly signed but invalid command (e.g. a node name a shell would parse)

@@ -19,7 +19,7 @@ import msgspec
 
 from sentinel import codec
 from sentinel.actuator import LEMON_MARK, OWNED_REASON_PREFIX
-from sentinel.actuator.sealed import Opener, RecordRefused
+from sentinel.actuator.sealed import Opener, RecordRefused, Sealer
 from sentinel.actuator.signing import CommandSigner, SigningKey
 from sentinel.alerts import grading
 from sentinel.clock import Clock
@@ -72,8 +72,9 @@ class ControllerStore(Protocol):
     def set_node_drained(self, node: str, incident_id: str | None) -> None: ...
     def expire_commands(self, now: float) -> list[str]: ...
     def commands_to_send(self, now: float, resend_after_s: float,
-                         limit: int = 100) -> list[tuple[Command, float | None]]: ...
+                         limit: int = 100) -> list[tuple[Command, float | None, bytes]]: ...
     def mark_sent(self, command_id: str, now: float) -> None: ...
+    def refuse_command(self, command_id: str) -> None: ...
 
 
 class Controller(ConsumingService):
@@ -101,6 +102,10 @@ class Controller(ConsumingService):
         keys = list(trusted) if trusted is not None else [signer.key]
         self.openers: dict[str, Opener[Finding] | Opener[ActionResult]] = {
             FINDINGS: Opener(keys, Finding), RESULTS: Opener(keys, ActionResult)}
+        # Each outbox row carries the controller's seal of its command: one written into the store by hand is
+        # never signed or sent (issue 38, item 4).
+        self.row_sealer = Sealer(signer.key, Command)
+        self.row_opener = Opener(keys, Command)
         self._last_sweep_ts = float("-inf")
         self._relay_ts = float("-inf")
         self._fresh = False  # commands were added to the outbox since the last relay
@@ -145,7 +150,9 @@ class Controller(ConsumingService):
             self.metrics.commands_expired.inc(len(expired))
             log.error("%d command(s) expired before the actuator carried them out: %s", len(expired), expired)
         sent = 0
-        for command, sent_ts in self.repo.commands_to_send(now, self.config.command_resend_s):
+        for command, sent_ts, seal in self.repo.commands_to_send(now, self.config.command_resend_s):
+            if not self._sealed_by_us(command, seal):
+                continue
             self._fresh = True  # until it is marked sent, a failure below leaves it due
             self.transport.publish(COMMANDS, command.node, codec.encode(self.signer.seal(command)))
             self.repo.mark_sent(command.id, now)
@@ -157,6 +164,22 @@ class Controller(ConsumingService):
             sent += 1
         self._fresh = False
         return sent
+
+    def _sealed_by_us(self, command: Command, seal: bytes) -> bool:
+        """Whether the outbox row ``command`` is the one this controller (or one holding its key) decided; else
+        it is refused (status ``refused``, ``sentinel_records_refused_total{topic="commands"}``), never signed."""
+        try:
+            if not seal:
+                raise RecordRefused("unsealed", "outbox row without the controller's seal (not written by it)")
+            if self.row_opener.open(seal) != command:
+                raise RecordRefused("tampered", "outbox row differs from the command the controller sealed")
+        except CodecError as exc:
+            reason = exc.refusal if isinstance(exc, RecordRefused) else "malformed"
+            self.metrics.records_refused.labels("commands", reason).inc()
+            log.error("refused outbox command %s on %s: %s; not sent", command.id, command.node, exc.reason)
+            self.repo.refuse_command(command.id)
+            return False
+        return True
 
     def _sweep(self, now: float) -> None:
         """Hysteresis on the way down: resolve incidents quiet for ``policy.hysteresis.quiet_s`` (at most once a
@@ -233,7 +256,7 @@ class Controller(ConsumingService):
                 unit.add_decision(decision)
                 if decision.mode is Mode.EXECUTE and plans.is_disruptive(decision.action):
                     command = self._command(decision, incident, now, engine.is_lemon(facts, self.config))
-                    unit.add_command(command)
+                    unit.add_command(command, self.row_sealer.seal(command))
         # committed: count, log, and let the outbox publish
         if alerted is not None:
             self._count_alert(alerted)

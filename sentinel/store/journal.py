@@ -14,12 +14,12 @@ class StoreJournal:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def accept(self, command: Command, now: float) -> bool:
+    def accept(self, command: Command, now: float, envelope: bytes) -> bool:
         with self.engine.begin() as conn:
             return insert_ignore(conn, s.actuator_commands, [{
                 "command_id": command.id, "node": command.node, "payload": codec.encode(command),
                 "expires_ts": command.expires_ts, "accepted_ts": now, "finished_ts": None, "owner": None,
-                "lease_until_ts": None}]) > 0
+                "lease_until_ts": None, "envelope": envelope}]) > 0
 
     def steps(self, command_id: str) -> list[ActionResult]:
         with self.engine.connect() as conn:
@@ -57,9 +57,14 @@ class StoreJournal:
             conn.execute(update(s.actuator_commands).where(c.command_id == command_id, c.owner == owner)
                          .values(owner=None, lease_until_ts=None))
 
-    def unfinished(self, now: float) -> list[Command]:
+    def unfinished(self, now: float) -> list[tuple[str, bytes]]:
         c = s.actuator_commands.c
         with self.engine.connect() as conn:
-            payloads = conn.execute(select(c.payload).where(c.finished_ts.is_(None))
-                                    .order_by(c.accepted_ts)).scalars().all()
-        return [codec.decode_as(p, Command) for p in payloads]
+            rows = conn.execute(select(c.command_id, c.envelope).where(c.finished_ts.is_(None))
+                                .order_by(c.accepted_ts)).all()
+        return [(str(command_id), bytes(envelope or b"")) for command_id, envelope in rows]
+
+    def refuse(self, command_id: str, now: float) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(s.actuator_commands).where(s.actuator_commands.c.command_id == command_id)
+                         .values(finished_ts=now, owner=None, lease_until_ts=None))

@@ -101,22 +101,28 @@ class Repository(Queries):
         with self.unit() as u:
             return u.add_decision(decision)
 
-    def add_command(self, command: Command) -> bool:
+    def add_command(self, command: Command, seal: bytes = b"") -> bool:
         with self.unit() as u:
-            return u.add_command(command)
+            return u.add_command(command, seal)
 
     # --- the outbox ----------------------------------------------------------------------------------------
     def commands_to_send(self, now: float, resend_after_s: float,
-                         limit: int = 100) -> list[tuple[Command, float | None]]:
+                         limit: int = 100) -> list[tuple[Command, float | None, bytes]]:
         """Pending, unexpired commands never sent, or sent more than ``resend_after_s`` ago with no final result
-        stored yet (the actuator, or its result, may have been lost), with when they were last sent: oldest
-        first."""
+        stored yet (the actuator, or its result, may have been lost), with when they were last sent and the
+        controller's seal (``b""`` for none): oldest first."""
         c = s.commands.c
         query = (select(s.commands).where(c.status == "pending", c.expires_ts > now,
                                           or_(c.sent_ts.is_(None), c.sent_ts <= now - resend_after_s))
                  .order_by(c.ts).limit(limit))
         with self.engine.connect() as conn:
-            return [(_command(r), r["sent_ts"]) for r in conn.execute(query).mappings()]
+            return [(_command(r), r["sent_ts"], bytes(r["seal"] or b"")) for r in conn.execute(query).mappings()]
+
+    def refuse_command(self, command_id: str) -> None:
+        """An outbox row whose seal does not hold it: never sent (status ``refused``)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(s.commands).where(s.commands.c.id == command_id, s.commands.c.status == "pending")
+                         .values(status="refused"))
 
     def mark_sent(self, command_id: str, now: float) -> None:
         with self.engine.begin() as conn:

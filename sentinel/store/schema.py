@@ -133,8 +133,9 @@ commands = Table(
     Column("ts", Float, nullable=False),
     Column("expires_ts", Float, nullable=False),
     Column("drain_reason", Text, nullable=False),
-    Column("status", ENUM, nullable=False),  # pending | done | failed | expired
+    Column("status", ENUM, nullable=False),  # pending | done | failed | expired | refused (no valid seal)
     Column("sent_ts", Float, nullable=True),  # last publish (outbox): None until sent; re-sent while pending
+    Column("seal", LargeBinary, nullable=True),  # the controller's seal of the command: a row without one is refused
     Index(None, "status"),
     Index(None, "incident_id"),
 )
@@ -176,6 +177,7 @@ actuator_commands = Table(
     Column("finished_ts", Float, nullable=True),  # set once the verify step is recorded
     Column("owner", String(200), nullable=True),  # the actuator carrying it out (a lease, so only one does)
     Column("lease_until_ts", Float, nullable=True),
+    Column("envelope", LargeBinary, nullable=True),  # the SignedCommand as received: re-verified on every resume
     Index(None, "finished_ts"),
 )
 

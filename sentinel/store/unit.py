@@ -162,13 +162,14 @@ class Unit:
             "action": decision.action.value, "mode": decision.mode.value, "reason": decision.reason,
             "blocked_by": list(decision.blocked_by)}]) > 0
 
-    def add_command(self, command: Command) -> bool:
-        """Put ``command`` in the outbox (status pending, not sent yet); False if it was there already."""
+    def add_command(self, command: Command, seal: bytes = b"") -> bool:
+        """Put ``command`` in the outbox (status pending, not sent yet) with the controller's ``seal`` of it
+        (``sentinel.actuator.sealed``; the outbox refuses a row without a valid one); False if it was there."""
         return insert_ignore(self.conn, s.commands, [{
             "id": command.id, "decision_id": command.decision_id, "incident_id": command.incident_id,
             "node": command.node, "action": command.action.value, "ts": command.ts,
             "expires_ts": command.expires_ts, "drain_reason": command.drain_reason, "status": "pending",
-            "sent_ts": None}]) > 0
+            "sent_ts": None, "seal": seal or None}]) > 0
 
     def set_command_status(self, command_id: str, status: str) -> None:
         self.conn.execute(update(s.commands).where(s.commands.c.id == command_id).values(status=status))
