@@ -80,7 +80,8 @@ def build_actuator(config: Config, clock: Clock, metrics: ActuatorMetrics) -> Ac
     plugin(dict.fromkeys(ACTUATORS), config.actuator.kind, "actuator.kind")
     if config.actuator.kind == "dryrun":
         return DryRunActuator(clock)
-    return SchedulerActuator(build_scheduler(config, clock), clock, cost=config.policy.cost, metrics=metrics)
+    return SchedulerActuator(build_scheduler(config, clock), clock, cost=config.policy.cost, metrics=metrics,
+                             give_up_after_s=config.actuator.give_up_after_s)
 
 
 def _kubernetes(config: Config, clock: Clock) -> Scheduler:

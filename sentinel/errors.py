@@ -39,6 +39,11 @@ class ActuatorError(SentinelError):
     """A scheduler refused or failed an action."""
 
 
+class CheckpointFailed(ActuatorError):
+    """One job's checkpoint handshake could not run (a file planted in the folder, a folder not the actuator's,
+    a job whose owner is unknown): that job is not checkpointed, and the plan goes on without it."""
+
+
 class ValidationError(SentinelError):
     """A name or value from outside (CLI argument, scheduler output) is not acceptable."""
 

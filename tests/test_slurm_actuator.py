@@ -162,7 +162,7 @@ def test_checkpoint_waits_for_the_acknowledgement_with_its_request_id(slurm: Slu
     script = f"""#!/bin/bash
 answer() {{ python3 -c 'import json,sys,time; r=json.load(open(sys.argv[1]));
 json.dump(dict(request_id=r["request_id"], job_id=r["job_id"], step=5, checkpoint="x", ts=time.time()),
-open(sys.argv[2], "w"))' {acks}/$SLURM_JOB_ID.request {acks}/$SLURM_JOB_ID.ack; }}
+open(sys.argv[2], "w"))' {acks}/requests/$SLURM_JOB_ID.request {acks}/$SLURM_JOB_ID.ack; }}
 trap answer USR1
 touch {acks}/$SLURM_JOB_ID.ready
 while :; do sleep 0.1; done

@@ -39,7 +39,7 @@ from sentinel.actuator.slurm_state import (
 )
 from sentinel.clock import Clock, SystemClock
 from sentinel.config.actuation import SlurmActuatorConfig
-from sentinel.errors import ActuatorError
+from sentinel.errors import ActuatorError, CheckpointFailed
 from sentinel.hooks import ack
 from sentinel.runner import NOT_FOUND, TIMED_OUT, CommandRunner, Completed
 from sentinel.slurm_cli import SlurmCli
@@ -165,19 +165,29 @@ class SlurmScheduler:
         return True
 
     def checkpoint(self, job_id: str) -> bool:
-        """Ask the job to checkpoint and wait for its acknowledgement; False on timeout or when the job ended."""
+        """Ask the job to checkpoint and wait for its acknowledgement; False on timeout or when the job ended.
+        ``CheckpointFailed`` when the handshake cannot run (the job's owner is unknown, the request cannot be
+        written): the step says why and the plan goes on without this checkpoint."""
         check_job(job_id)
         directory = self.config.ack_dir
         # Always a fresh, unguessable request: one found in the folder may have been planted by whoever else can
         # write there, together with a matching acknowledgement (issue 19).
         running = self.job(job_id)
-        owner = running.user_id if running is not None else None  # only the job's own user answers for it
+        if running is None:
+            return False  # ended: nothing to save
+        owner = running.user_id  # only the job's own user answers for it
+        if owner is None:  # fail closed: without it anyone who can write the folder could answer (issue 38)
+            raise CheckpointFailed(f"squeue gives no user_id for job {job_id}: its acknowledgement's owner "
+                                   "cannot be checked, so it is not asked")
         if not ack.is_ready(directory, job_id, owner):  # no hook: the signal would kill the job, not save it
             log.info("job %s has no checkpoint hook ready (%s); not signalled", job_id,
                      ack.ready_path(directory, job_id))
             return False
         request = ack.Request(request_id=secrets.token_hex(16), job_id=job_id, ts=self.clock.now())
-        ack.write_request(directory, request)
+        try:
+            ack.write_request(directory, request)
+        except ack.HandshakeError as exc:
+            raise CheckpointFailed(str(exc)) from None
         target = "--batch" if self.config.signal_target == "batch" else "--full"
         sent = self._run(["scancel", f"--signal={self.config.signal}", target, job_id], tolerate=GONE)
         if sent.returncode != 0:

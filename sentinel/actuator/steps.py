@@ -14,7 +14,7 @@ from sentinel.actuator import JobTimingSource, Scheduler, StepLog
 from sentinel.actuator.journal import MemoryJournal
 from sentinel.clock import Clock
 from sentinel.config import CostConfig
-from sentinel.errors import SentinelError
+from sentinel.errors import CheckpointFailed, SentinelError
 from sentinel.events import ActionKind, ActionResult, Command, Step, StepStatus
 from sentinel.obs.metrics import ActuatorMetrics
 
@@ -23,12 +23,15 @@ log = logging.getLogger(__name__)
 
 class SchedulerActuator:
     def __init__(self, scheduler: Scheduler, clock: Clock, cost: CostConfig | None = None,
-                 metrics: ActuatorMetrics | None = None) -> None:
-        """``cost`` skips checkpoints that buy nothing, when the scheduler reports job timing (JobTimingSource)."""
+                 metrics: ActuatorMetrics | None = None, give_up_after_s: float = 3600.0) -> None:
+        """``cost`` skips checkpoints that buy nothing, when the scheduler reports job timing (JobTimingSource).
+        A started command still unfinished ``give_up_after_s`` past its expiry (every resume failed) is
+        abandoned: its verify step fails with that reason, so it stops being retried (``actuator.give_up_after_s``)."""
         self.scheduler = scheduler
         self.clock = clock
         self.cost = cost
         self.metrics = metrics
+        self.give_up_after_s = give_up_after_s
 
     def execute(self, command: Command, journal: StepLog | None = None) -> list[ActionResult]:
         """Carry out ``command``'s steps not yet in ``journal``, recording each before the next; return every
@@ -46,6 +49,12 @@ class SchedulerActuator:
             return results
         if not done and self.clock.now() > command.expires_ts:  # one already started is finished, not dropped
             record(Step.VERIFY, StepStatus.FAILED, "command expired before it could be carried out")
+            return results
+        if done and self.clock.now() > command.expires_ts + self.give_up_after_s:
+            steps = ", ".join(f"{r.step.value} {r.status.value}" for r in results)
+            record(Step.VERIFY, StepStatus.FAILED,
+                   f"abandoned: started but not finished {self.give_up_after_s:.0f} s after its expiry "
+                   f"(actuator.give_up_after_s; done: {steps}); the node needs a person")
             return results
         try:
             jobs = self.scheduler.jobs_on(command.node)
@@ -76,14 +85,22 @@ class SchedulerActuator:
     def _checkpoint(self, jobs: list[str]) -> tuple[StepStatus, str, list[str]]:
         skipped = {j: why for j in jobs if (why := self._not_worth_it(j))}
         wanted = [j for j in jobs if j not in skipped]
-        acked = [j for j in wanted if self.scheduler.checkpoint(j)]
-        missing = sorted(set(wanted) - set(acked))
-        status = StepStatus.OK if not missing else StepStatus.FAILED
+        acked, failed = [], {}
+        for job in wanted:
+            try:
+                if self.scheduler.checkpoint(job):
+                    acked.append(job)
+            except (CheckpointFailed, OSError) as exc:  # this job is not saved; the drain goes on (issue 38)
+                failed[job] = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                log.error("checkpoint of job %s failed: %s; draining without it", job, failed[job])
+        missing = sorted(set(wanted) - set(acked) - set(failed))
+        status = StepStatus.OK if not missing and not failed else StepStatus.FAILED
         if jobs and len(skipped) == len(jobs):
             status = StepStatus.SKIPPED
         detail = f"{len(acked)}/{len(wanted)} job(s) checkpointed" + (
             f"; no ack from {missing}" if missing else ""
-        ) + "".join(f"; {j} not checkpointed: {why}" for j, why in sorted(skipped.items()))
+        ) + "".join(f"; {j} failed: {why}" for j, why in sorted(failed.items())) + "".join(
+            f"; {j} not checkpointed: {why}" for j, why in sorted(skipped.items()))
         return status, detail, acked
 
     def _not_worth_it(self, job: str) -> str | None:

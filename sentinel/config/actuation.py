@@ -72,9 +72,13 @@ class ActuatorConfig(Section, frozen=True):
     # Commands carried out at once by the actuator service, each on its own thread (one per node at a time), so a
     # long checkpoint wait or a slurmctld outage never holds up other nodes' commands nor the service's loop.
     workers: int = 8
+    # A command the actuator started but could not finish (each resume failed: the scheduler keeps refusing) is
+    # abandoned this long after its expiry, with that reason in its verify step, instead of retried for ever.
+    give_up_after_s: float = 3600.0
 
     def __post_init__(self) -> None:
         require(1 <= self.workers <= 256, "workers", "must be in [1, 256]", self.workers)
+        require(self.give_up_after_s > 0, "give_up_after_s", "must be > 0", self.give_up_after_s)
     kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
     slurm: SlurmActuatorConfig = msgspec.field(default_factory=SlurmActuatorConfig)
 

@@ -86,7 +86,10 @@ class CheckpointHook:
             log.warning("checkpoint hook: cannot install a SIG%s handler outside the main thread", signal_name)
         else:
             if self.rank == 0 and self.ack_dir is not None and self.job_id:
-                ack.write_ready(self.ack_dir, self.job_id)  # the opt-in: Sentinel may signal this job now
+                try:
+                    ack.write_ready(self.ack_dir, self.job_id)  # the opt-in: Sentinel may signal this job now
+                except ack.HandshakeError as exc:  # a planted file: train on, never signalled (it would die of it)
+                    log.error("checkpoint hook: cannot opt in to Sentinel's checkpoint requests: %s", exc)
 
     # --- restart --------------------------------------------------------------------------------------------------
     def latest(self) -> tuple[int, Path] | None:
@@ -170,9 +173,12 @@ class CheckpointHook:
             return
         (path / MARKER).write_bytes(msgspec.json.encode({"step": step, "ts": self.clock.now()}))
         if request_id is not None and self.ack_dir is not None and self.job_id:
-            ack.write_ack(self.ack_dir, ack.Ack(request_id=request_id, job_id=self.job_id, step=step,
-                                                checkpoint=str(path), ts=self.clock.now(),
-                                                save_s=self.clock.now() - started))
+            try:
+                ack.write_ack(self.ack_dir, ack.Ack(request_id=request_id, job_id=self.job_id, step=step,
+                                                    checkpoint=str(path), ts=self.clock.now(),
+                                                    save_s=self.clock.now() - started))
+            except ack.HandshakeError as exc:  # saved, but Sentinel is not told: it drains after its timeout
+                log.error("checkpoint hook: saved step %d but cannot acknowledge it: %s", step, exc)
         log.info("checkpoint step %d complete in %.2f s: %s", step, self.clock.now() - started, path)
         for _, old in self._steps()[: -self.keep]:
             shutil.rmtree(old, ignore_errors=True)
