@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from sentinel.cli.identity import operator_identity
 from sentinel.cli.main import main
 from sentinel.store.repository import Repository
 from tests.test_pipeline import make_rig
@@ -50,13 +51,15 @@ def test_requests_lists_open_ones_and_an_acknowledged_request_leaves_the_queue(
     assert main(["requests", "--db", sqlite_url, "-o", "json"]) == 0
     [request] = json.loads(capsys.readouterr().out)
     assert request["action"] == "request_reboot" and request["acked_ts"] is None
-    monkeypatch.setenv("USER", "alice")
+    monkeypatch.setenv("USER", "alice")  # anyone can set these: they are not who acknowledged (issue 38)
+    monkeypatch.setenv("SUDO_USER", "alice")
+    me = operator_identity()
     assert main(["requests", "ack", request["id"], "--db", sqlite_url]) == 0
-    assert "acknowledged by alice" in capsys.readouterr().out
+    assert f"acknowledged by {me}" in capsys.readouterr().out and "alice" not in me
     assert main(["requests", "--db", sqlite_url, "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == []  # open ones only
     assert main(["requests", "--all", "--db", sqlite_url, "-o", "json"]) == 0
     [done] = json.loads(capsys.readouterr().out)
-    assert done["acked_by"] == "alice" and done["acked_ts"] > 0
+    assert done["acked_by"] == me and done["acked_ts"] > 0
     assert main(["requests", "ack", request["id"], "--db", sqlite_url]) == 1  # already done: no open request
     assert "no open request" in capsys.readouterr().err

@@ -87,6 +87,7 @@ def verify(directory: Path, verify_keys: list[bytes] | None = None) -> None:
     """Every check ``load`` makes before unpickling: raises ConfigError naming what is wrong. The shipped model
     is verified by the SHA-256 pinned in ``models.shipped`` (no site key signs it); any other by ``verify_keys``
     when given."""
+    _check_folder(directory)
     if shipped.is_shipped(directory):
         shipped.verify_pinned(directory)
     elif verify_keys:
@@ -96,8 +97,6 @@ def verify(directory: Path, verify_keys: list[bytes] | None = None) -> None:
         raise ModelRefused(f"{directory}: model was trained on other features ({len(meta.get('features', []))} "
                           f"columns, this version computes {len(FEATURES)}); retrain it with `sentinel train`")
     path = directory / MODEL_FILE
-    for place in (path, *path.resolve().parents):
-        _trusted(place, path)
     expected = meta.get("model_sha256")
     if not expected:
         raise ModelRefused(f"{directory}: the model description records no SHA-256 of {MODEL_FILE} (saved by an "
@@ -117,6 +116,25 @@ def load(directory: Path, verify_keys: list[bytes] | None = None) -> HazardModel
     return HazardModel(estimators["classifier"], float(meta["threshold"]), float(meta["horizon_s"]),
                        estimators["anomaly"], float(meta["anomaly_threshold"]), FEATURES, meta.get("training", {}),
                        np.asarray(meta["healthy_median"], np.float64), np.asarray(meta["healthy_scale"], np.float64))
+
+
+def _check_folder(directory: Path) -> None:
+    """Every file of a model folder is held to the pickle's rule, ``model.json`` included (it says which file is
+    loaded and what its hash must be): no symlink in the folder (one to a trusted file passed the old check), each
+    entry owned by root or this user and writable by nobody else; then the folder and every folder above it."""
+    real = directory.resolve()
+    model = real / MODEL_FILE
+    try:
+        entries = sorted(real.iterdir())
+    except OSError as exc:
+        raise ModelRefused(f"{directory}: cannot read the model folder ({exc.strerror})") from None
+    for entry in entries:
+        if entry.is_symlink():
+            raise ModelRefused(f"{entry}: a symlink in a model folder; models are loaded only from plain files, "
+                              "so this model is not loaded")
+        _trusted(entry, model)
+    for place in (real, *real.parents):
+        _trusted(place, model)
 
 
 def _trusted(place: Path, model: Path) -> None:

@@ -28,6 +28,7 @@ from sentinel.config.alerts import AlertRuleConfig, AlertsConfig
 from sentinel.config.detector import DetectorConfig, HazardConfig, StragglerConfig, ThermalRuleConfig
 from sentinel.config.fields import Section, non_negative, positive, require
 from sentinel.config.transport import TransportConfig
+from sentinel.config.urls import url_secrets
 from sentinel.errors import ConfigError
 
 ENV_PREFIX = "SENTINEL__"
@@ -260,8 +261,8 @@ def _refuse_readable_secrets(path: Path, raw: dict[str, Any]) -> None:
     readable by others (issue 19); keep secrets in ``*_file`` files, or make the config 0640."""
     held = []
     url = raw.get("store", {}).get("url") if isinstance(raw.get("store"), dict) else None
-    if isinstance(url, str) and re.match(r"^[a-z0-9+]+://[^/@:]*:[^/@]+@", url):
-        held.append("store.url's password")
+    if isinstance(url, str):
+        held += [f"store.url's {what}" for what in url_secrets(url)]
     client = raw.get("transport", {}).get("kafka", {}).get("client", {})
     held += [f"transport.kafka.client.{k}" for k in (client if isinstance(client, dict) else {}) if "password" in k]
     mode = path.stat().st_mode & 0o777

@@ -61,6 +61,6 @@ def admission(state: BreakerState, node: str, fleet_size: int, now: float, confi
     return Verdict(True, ""), BreakerState(False, "", state.changed_ts, [*recent, (now, node)])
 
 
-def reset(now: float) -> BreakerState:
-    """The state after an operator's ``sentinel breaker reset``: closed, with an empty window."""
-    return BreakerState(False, "reset by operator", now, [])
+def reset(now: float, by: str = "operator") -> BreakerState:
+    """The state after an operator's ``sentinel breaker reset``: closed, with an empty window; ``by`` names who."""
+    return BreakerState(False, f"reset by {by}"[:200], now, [])

@@ -13,6 +13,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, NoSuchModuleError, OperationalError
 
+from sentinel.config.urls import redact_url
 from sentinel.errors import StoreError
 
 
@@ -41,11 +42,14 @@ def make_engine(url: str, must_exist: bool = False) -> Engine:
 
 
 def redacted(url: str) -> str:
-    """``url`` fit for a log line: its password replaced by ``***`` (the URL as given when it does not parse)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return url
+    """``url`` fit for a log line: every secret in it (the password, secret query parameters) replaced by
+    ``***`` (``sentinel.config.urls``), whether or not SQLAlchemy can parse it."""
+    return redact_url(url)
+
+
+def shown(engine: Engine) -> str:
+    """The engine's URL fit for a message: no password, no secret parameter."""
+    return redact_url(engine.url.render_as_string(hide_password=True))
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -68,7 +72,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     try:
         command.upgrade(_alembic_config(engine), revision)
     except OperationalError as exc:
-        raise StoreError(f"cannot migrate {engine.url.render_as_string(hide_password=True)}: {exc.orig}") from None
+        raise StoreError(f"cannot migrate {shown(engine)}: {exc.orig}") from None
 
 
 def head_revision() -> str:
@@ -83,7 +87,7 @@ def current_revision(engine: Engine) -> str | None:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
     except OperationalError as exc:
-        raise StoreError(f"cannot reach {engine.url.render_as_string(hide_password=True)}: {exc.orig}") from None
+        raise StoreError(f"cannot reach {shown(engine)}: {exc.orig}") from None
     except DatabaseError as exc:  # e.g. SQLite: "file is not a database"
         raise StoreError(f"{engine.url.database or engine.url}: not a Sentinel store ({exc.orig})") from None
 

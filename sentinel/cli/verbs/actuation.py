@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 
+from sentinel.cli.identity import operator_identity
 from sentinel.cli.verbs import EXIT_OK, open_repo, out
 from sentinel.clock import SystemClock
 from sentinel.errors import ValidationError
@@ -18,7 +18,7 @@ def cmd_requests(args: argparse.Namespace) -> int:
     if args.action == "ack":
         if not args.id:
             raise ValidationError("requests ack: name the request id (the `id` column of `sentinel requests`)")
-        by = os.environ.get("SUDO_USER") or os.environ.get("USER") or "operator"
+        by = operator_identity()  # the kernel's word for who runs this, not $USER
         if not repo.ack_request(args.id, by, SystemClock().now()):
             raise ValidationError(f"no open request {args.id!r} (`sentinel requests --all` lists every one)")
         out(args, {"id": args.id, "acked_by": by}, f"{args.id}: acknowledged by {by}")

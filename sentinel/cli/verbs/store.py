@@ -12,6 +12,7 @@ from typing import Any
 from sentinel import config as config_mod
 from sentinel.cli.verbs import EXIT_ERROR, EXIT_OK, load_config, open_repo, out
 from sentinel.clock import SystemClock
+from sentinel.config.urls import redact_url
 from sentinel.errors import StoreError, ValidationError
 from sentinel.events import NODE_NAME_PATTERN
 from sentinel.tables import fmt_ts, parse_duration, render
@@ -22,10 +23,8 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
     cfg = config_mod.load(args.file, os.environ)
     validate(cfg)
-    from sentinel.store.engine import redacted
-
     data = config_mod.to_toml_dict(cfg)
-    data["store"]["url"] = redacted(data["store"]["url"])  # printed: never the password
+    data["store"]["url"] = redact_url(data["store"]["url"])  # printed: never a password or a secret parameter
     client = data["transport"]["kafka"].get("client", {})
     for key in [k for k in client if "password" in k or "secret" in k]:
         client[key] = "***"
@@ -75,7 +74,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     engine = store_engine.make_engine(cfg.store.url)
     store_engine.upgrade(engine)
     print(
-        f"store {engine.url.render_as_string(hide_password=True)} is at revision "
+        f"store {redact_url(engine.url.render_as_string(hide_password=True))} is at revision "
         f"{store_engine.current_revision(engine)} (head)"
     )
     return EXIT_OK
@@ -88,7 +87,7 @@ def cmd_db_current(args: argparse.Namespace) -> int:
     engine = store_engine.make_engine(cfg.store.url)
     current, head = store_engine.current_revision(engine), store_engine.head_revision()
     data = {
-        "url": engine.url.render_as_string(hide_password=True),
+        "url": redact_url(engine.url.render_as_string(hide_password=True)),
         "current": current,
         "head": head,
         "up_to_date": current == head,
@@ -155,7 +154,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     model = model_in_use(args)
     data = {
-        "store": repo.engine.url.render_as_string(hide_password=True),
+        "store": redact_url(repo.engine.url.render_as_string(hide_password=True)),
         "policy_mode": cfg.policy.mode,
         "actuator": cfg.actuator.kind,
         "hazard_model": model["model"],
@@ -175,7 +174,10 @@ def cmd_breaker(args: argparse.Namespace) -> int:
 
     repo = open_repo(args)
     if args.action == "reset":
-        state = repo.update_breaker(lambda _: (reset(SystemClock().now()),) * 2)
+        from sentinel.cli.identity import operator_identity
+
+        by = operator_identity()
+        state = repo.update_breaker(lambda _: (reset(SystemClock().now(), by),) * 2)
     else:
         state = repo.load_breaker() or CLOSED
     data = {
