@@ -9,6 +9,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import pytest
@@ -120,3 +121,67 @@ def test_config_check_reports_a_bad_web_config(tmp_path: Path, capsys: pytest.Ca
     assert main(["config", "check", str(path)]) == 0
     with pytest.raises(ConfigError, match="set one or the other"):
         from_mapping({"metrics": {"web_config_file": str(web), "cert_file": "a", "key_file": "b"}})
+
+
+def test_one_idle_connection_does_not_stop_scrapes_over_tls(tmp_path: Path) -> None:
+    """The handshake ran in the accept loop on e5bcaaa: a client that connected and said nothing made every
+    scrape time out."""
+    import socket
+
+    crt, key = _cert(tmp_path, "server")
+    port = free_port()
+    cfg = from_mapping({"metrics": {"listen": f"127.0.0.1:{port}", "cert_file": str(crt),
+                                    "key_file": str(key)}}).metrics
+    close = serve_metrics(cfg.listen, Metrics(), cfg)
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]  # never a ClientHello
+    try:
+        context = ssl.create_default_context(cafile=str(crt))
+        request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics")
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
+            assert response.status == 200 and b"sentinel_samples_total" in response.read()
+    finally:
+        for sock in idle:
+            sock.close()
+        close()
+
+
+def test_failed_logins_are_throttled_per_client(tmp_path: Path) -> None:
+    from sentinel.obs.web import FREE_FAILURES, BasicAuth
+
+    now = [0.0]
+    seen: list[str] = []
+    def app(environ: dict, start: Any) -> list[bytes]:
+        start("200 OK", [])
+        return [b"ok"]
+
+    auth = BasicAuth(app, {"prometheus": _hash("s3cret").encode()}, clock=lambda: now[0])
+
+    def ask(password: str, client: str = "10.0.0.9") -> str:
+        token = base64.b64encode(f"prometheus:{password}".encode()).decode()
+        auth({"REMOTE_ADDR": client, "HTTP_AUTHORIZATION": f"Basic {token}"},
+             lambda status, headers: seen.append(status))
+        return "200" if seen[-1] == "200 OK" else seen[-1]
+
+    for _ in range(FREE_FAILURES):
+        assert ask("wrong").startswith("401")
+    assert ask("s3cret").startswith("429")  # waiting: not even the right password is checked
+    assert ask("s3cret", client="10.0.0.10") == "200"  # another client is not held up
+    now[0] += 1.5
+    assert ask("s3cret") == "200"  # the wait is over; a success clears the count
+    assert ask("wrong").startswith("401")
+
+
+def test_a_real_server_answers_429_after_repeated_failures(tmp_path: Path) -> None:
+    from sentinel.obs.web import FREE_FAILURES
+
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  prometheus: '{_hash('s3cret')}'\n")
+    port = free_port()
+    cfg = from_mapping({"metrics": {"listen": f"127.0.0.1:{port}", "web_config_file": str(web)}}).metrics
+    close = serve_metrics(cfg.listen, Metrics(), cfg)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert [_get(url, "prometheus", "wrong") for _ in range(FREE_FAILURES)] == [401] * FREE_FAILURES
+        assert _get(url, "prometheus", "wrong") == 429
+    finally:
+        close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import ssl
 from collections.abc import Callable
 from typing import Protocol
 
@@ -378,28 +379,26 @@ def serve_metrics(listen: str, metrics: ServiceMetrics, tls: ExporterTls | None 
     if not listen:
         return lambda: None
     host, _, port = listen.rpartition(":")
-    if tls is not None and tls.web_config_file:
-        from sentinel.obs.web import load_web_config, serve_web
+    from sentinel.obs.web import WebConfig, load_web_config, serve_web
 
+    if tls is not None and tls.web_config_file:
         web = load_web_config(tls.web_config_file)
         if web.users and not web.tls:
             log.warning("metrics: basic auth without TLS sends passwords in clear on %s", listen)
-        close = serve_web(host.strip("[]"), int(port), metrics.registry, web, metrics.metrics_auth_rejected.inc)
-        log.info("serving metrics on %s://%s/metrics (%s)", "https" if web.tls else "http", listen,
-                 "basic auth" if web.users else "no auth")
-        return close
-    secure = tls is not None and bool(tls.cert_file)
-    if tls is not None and secure:
-        server, thread = start_http_server(int(port), addr=host, registry=metrics.registry, certfile=tls.cert_file,
-                                           keyfile=tls.key_file, client_cafile=tls.client_ca_file or None,
-                                           client_auth_required=bool(tls.client_ca_file))
-    else:
+    elif tls is not None and tls.cert_file:
+        web = WebConfig(cert_file=tls.cert_file, key_file=tls.key_file, client_ca_file=tls.client_ca_file,
+                        client_auth=ssl.CERT_REQUIRED if tls.client_ca_file else ssl.CERT_NONE)
+    else:  # plain HTTP: prometheus_client's own server (IPv6 included); no handshake to hold the loop up
         server, thread = start_http_server(int(port), addr=host, registry=metrics.registry)
-    log.info("serving metrics on %s://%s/metrics", "https" if secure else "http", listen)
+        log.info("serving metrics on http://%s/metrics", listen)
 
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+        def stop() -> None:
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
 
-    return stop
+        return stop
+    close = serve_web(host.strip("[]"), int(port), metrics.registry, web, metrics.metrics_auth_rejected.inc)
+    log.info("serving metrics on %s://%s/metrics (%s)", "https" if web.tls else "http", listen,
+             "basic auth" if web.users else "client certificates" if web.client_ca_file else "no auth")
+    return close

@@ -16,6 +16,11 @@ Supported: the keys above. Anything else (``http_server_config``, ``cipher_suite
 name rather than ignored, so nobody believes a setting is in force when it is not. Basic-auth passwords are
 checked with bcrypt (the ``web`` extra: PyYAML and bcrypt); a verified (user, password) pair is remembered as a
 SHA-256 digest so a scrape every 15 s does not cost a bcrypt round each time.
+
+The TLS handshake runs on the connection's own thread with a timeout (``HANDSHAKE_TIMEOUT_S``), never in the
+accept loop, so one idle connection cannot stop every scrape (issue 38). Failed logins are throttled per client
+address: after ``FREE_FAILURES`` failures in a row a client waits, doubling up to ``MAX_WAIT_S``, and is answered
+429 without a bcrypt round until then.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import logging
 import os
 import ssl
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +53,10 @@ _CLIENT_AUTH = {
     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
 }
 _VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
+HANDSHAKE_TIMEOUT_S = 10.0  # a client that has not finished its TLS handshake (or its request) by then is dropped
+FREE_FAILURES = 5  # failed logins a client may make in a row before it has to wait
+MAX_WAIT_S = 60.0
+MAX_CLIENTS = 10_000  # client addresses remembered for throttling (the oldest forgotten first)
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -141,23 +152,51 @@ def _users(users: Any, where: str) -> dict[str, bytes]:
 
 
 class BasicAuth:
-    """WSGI middleware: 401 unless the request carries a user of ``users`` and the password its hash holds."""
+    """WSGI middleware: 401 unless the request carries a user of ``users`` and the password its hash holds; 429
+    for a client address that failed ``FREE_FAILURES`` times in a row, until its wait is over."""
 
-    def __init__(self, app: App, users: dict[str, bytes], on_reject: Callable[[], None] | None = None) -> None:
+    def __init__(self, app: App, users: dict[str, bytes], on_reject: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._app = app
         self._users = users
         self._verified: set[bytes] = set()
         self._lock = threading.Lock()
         self._on_reject = on_reject
+        self._clock = clock
+        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()  # client -> (in a row, wait until)
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        client = str(environ.get("REMOTE_ADDR", ""))
+        now = self._clock()
+        with self._lock:
+            failures, until = self._failures.get(client, (0, 0.0))
+        if now < until:
+            if self._on_reject is not None:
+                self._on_reject()
+            start_response("429 Too Many Requests", [("Content-Type", "text/plain"),
+                                                     ("Retry-After", str(max(1, round(until - now))))])
+            return [b"Too many failed logins; wait\n"]
         if self._allowed(environ.get("HTTP_AUTHORIZATION", "")):
+            if failures:
+                with self._lock:
+                    self._failures.pop(client, None)
             return self._app(environ, start_response)
+        self._failed(client, now)
         if self._on_reject is not None:
             self._on_reject()
         start_response("401 Unauthorized", [("Content-Type", "text/plain"),
                                             ("WWW-Authenticate", 'Basic realm="sentinel"')])
         return [b"Unauthorized\n"]
+
+    def _failed(self, client: str, now: float) -> None:
+        with self._lock:
+            failures = self._failures.pop(client, (0, 0.0))[0] + 1
+            wait = min(2.0 ** (failures - FREE_FAILURES), MAX_WAIT_S) if failures >= FREE_FAILURES else 0.0
+            self._failures[client] = (failures, now + wait)
+            while len(self._failures) > MAX_CLIENTS:
+                self._failures.popitem(last=False)
+        if wait:
+            log.warning("metrics: %d failed logins in a row from %s; it waits %.0f s", failures, client, wait)
 
     def _allowed(self, header: str) -> bool:
         scheme, _, encoded = header.partition(" ")
@@ -198,15 +237,37 @@ def server_context(web: WebConfig) -> ssl.SSLContext:
     return context
 
 
+class _TlsServer(ThreadingWSGIServer):
+    """Accepts plain connections and runs each one's TLS handshake on that connection's thread, with a timeout."""
+
+    context: ssl.SSLContext
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            tls = self.context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:  # a scanner, a wrong certificate, a client that went idle
+            log.debug("metrics: TLS handshake with %s failed: %s", client_address, exc)
+            return
+        try:
+            super().finish_request(tls, client_address)
+        finally:
+            tls.close()
+
+
 def serve_web(host: str, port: int, registry: CollectorRegistry, web: WebConfig,
               on_reject: Callable[[], None] | None = None) -> Callable[[], None]:
     """Serve ``registry`` on HOST:PORT as ``web`` says; return what stops it."""
     app: App = make_wsgi_app(registry)
     if web.users:
         app = BasicAuth(app, web.users, on_reject)
-    httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    httpd: ThreadingWSGIServer
     if web.tls:
-        httpd.socket = server_context(web).wrap_socket(httpd.socket, server_side=True)
+        tls_server = make_server(host, port, app, _TlsServer, handler_class=_QuietHandler)
+        tls_server.context = server_context(web)
+        httpd = tls_server
+    else:
+        httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
     thread = threading.Thread(target=httpd.serve_forever, name="metrics-web", daemon=True)
     thread.start()
 
