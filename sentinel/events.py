@@ -35,6 +35,15 @@ RecordId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Text = Annotated[str, msgspec.Meta(max_length=4096)]
 EvidenceValue = Finite | int | str | bool
 
+# Ceilings on the size of every list and dict a record carries (issue 38): decoding refuses anything larger, so
+# one message can never grow a detector window without bound. ``detector.limits`` holds a site's tighter caps.
+MAX_GPUS = 64  # per node (HGX and DGX nodes carry 8, the largest 16)
+MAX_NVLINKS = 64  # per GPU (NVML_NVLINK_MAX_LINKS is 18)
+MAX_NICS = 256  # per node, Ethernet interfaces and InfiniBand ports together
+MAX_COUNTERS = 512  # per GPU or NIC: counters and deltas
+MAX_ENTRIES = 128  # evidence, collector errors, log attributes
+Key = Annotated[str, msgspec.Meta(max_length=128)]
+
 
 class Severity(StrEnum):
     INFO = "info"
@@ -177,8 +186,10 @@ class GpuReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     fan_pct: Finite | None = None
     pstate: Annotated[int, msgspec.Meta(ge=0, le=32)] | None = None
     recovery_action: Annotated[int, msgspec.Meta(ge=0, le=255)] | None = None  # DCGM: 0 none, 2 node reboot
-    nvlinks: list[NvLinkReading] = msgspec.field(default_factory=list)
-    deltas: dict[str, CounterValue] = msgspec.field(default_factory=dict)
+    nvlinks: Annotated[list[NvLinkReading], msgspec.Meta(max_length=MAX_NVLINKS)] = msgspec.field(
+        default_factory=list)
+    deltas: Annotated[dict[Key, CounterValue], msgspec.Meta(max_length=MAX_COUNTERS)] = msgspec.field(
+        default_factory=dict)
 
 
 class NicReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -190,8 +201,10 @@ class NicReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     carrier: bool | None = None
     speed_mbps: Annotated[int, msgspec.Meta(ge=0)] | None = None
     mtu: Annotated[int, msgspec.Meta(ge=0)] | None = None
-    counters: dict[str, CounterValue] = msgspec.field(default_factory=dict)
-    deltas: dict[str, CounterValue] = msgspec.field(default_factory=dict)  # since the previous read; see GpuReading
+    counters: Annotated[dict[Key, CounterValue], msgspec.Meta(max_length=MAX_COUNTERS)] = msgspec.field(
+        default_factory=dict)
+    deltas: Annotated[dict[Key, CounterValue], msgspec.Meta(max_length=MAX_COUNTERS)] = msgspec.field(
+        default_factory=dict)  # since the previous read; see GpuReading
 
 
 class HostReading(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -212,10 +225,11 @@ class TelemetrySample(Record, tag="telemetry", frozen=True):
     ts: Timestamp
     seq: CounterValue = 0
     interval_s: Finite | None = None
-    gpus: list[GpuReading] = msgspec.field(default_factory=list)
-    nics: list[NicReading] = msgspec.field(default_factory=list)
+    gpus: Annotated[list[GpuReading], msgspec.Meta(max_length=MAX_GPUS)] = msgspec.field(default_factory=list)
+    nics: Annotated[list[NicReading], msgspec.Meta(max_length=MAX_NICS)] = msgspec.field(default_factory=list)
     host: HostReading | None = None
-    collector_errors: dict[str, Text] = msgspec.field(default_factory=dict)
+    collector_errors: Annotated[dict[Key, Text], msgspec.Meta(max_length=MAX_ENTRIES)] = msgspec.field(
+        default_factory=dict)
     # Scheduler jobs running on the node (Slurm job ids, pod owners): nodes that share a job are peers.
     jobs: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=128)]], msgspec.Meta(max_length=64)] = (
         msgspec.field(default_factory=list))
@@ -231,7 +245,8 @@ class LogEvent(Record, tag="log", frozen=True):
     xid: Annotated[int, msgspec.Meta(ge=0, le=65535)] | None = None
     pci_bus_id: Annotated[str, msgspec.Meta(max_length=64)] | None = None  # as written in the log
     gpu_index: Annotated[int, msgspec.Meta(ge=0, le=1023)] | None = None
-    attrs: dict[Annotated[str, msgspec.Meta(max_length=64)], Annotated[str, msgspec.Meta(max_length=512)]] = (
+    attrs: Annotated[dict[Annotated[str, msgspec.Meta(max_length=64)], Annotated[str, msgspec.Meta(max_length=512)]],
+                     msgspec.Meta(max_length=MAX_ENTRIES)] = (
         msgspec.field(default_factory=dict)
     )  # parser extras: pid, process, severity, device, link, ...
 
@@ -250,7 +265,8 @@ class Finding(Record, tag="finding", frozen=True):
     confidence: Fraction
     summary: Text
     gpu_index: Annotated[int, msgspec.Meta(ge=0, le=1023)] | None = None
-    evidence: dict[str, EvidenceValue] = msgspec.field(default_factory=dict)
+    evidence: Annotated[dict[Key, EvidenceValue], msgspec.Meta(max_length=MAX_ENTRIES)] = msgspec.field(
+        default_factory=dict)
 
 
 class Incident(Record, tag="incident", frozen=True):

@@ -48,7 +48,8 @@ def test_every_field_of_a_view_is_the_records_field_with_the_same_type(view: typ
             continue  # views of their own, checked by the other cases
         assert name in record_hints, f"{view.__name__}.{name} is not a field of {record.__name__}"
         assert hint == record_hints[name], f"{view.__name__}.{name}: {hint} != {record_hints[name]}"
-    counter_value = typing.get_args(_hints(NicReading)["counters"])[1]
+    counters = _hints(NicReading)["counters"]  # Annotated[dict[Key, CounterValue], Meta(max_length=...)]
+    counter_value = typing.get_args(typing.get_args(counters)[0])[1]
     assert counter_value == CounterValue
     assert all(hint == CounterValue | None for hint in _hints(NicCounters).values())
 

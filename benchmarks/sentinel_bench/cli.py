@@ -24,6 +24,7 @@ from sentinel_bench.verbs import (
     cmd_bench_forecast,
     cmd_bench_forecast_fleet,
     cmd_bench_forecast_jobs,
+    cmd_bench_fuzz,
     cmd_bench_goodput,
     cmd_bench_pipeline,
     cmd_bench_sim,
@@ -42,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     codec.add_argument("--messages", type=int, default=20_000, help="messages per codec (default 20000)")
     codec.add_argument("--json", action="store_true", help="print results as JSON")
     codec.set_defaults(func=cmd_bench_codec)
+    fuzz = bench.add_parser("fuzz", parents=[common], help="every decoder of outside bytes fed mutated messages: "
+                            "crashes (anything but a refusal with a reason) and peak memory")
+    fuzz.add_argument("--messages", type=int, default=100_000, help="mutated messages (default 100000)")
+    fuzz.add_argument("--seed", type=int, default=1, help="the mutations' random seed (default 1)")
+    fuzz.add_argument("--json", action="store_true", help="print results as JSON")
+    fuzz.set_defaults(func=cmd_bench_fuzz)
     agent_bench = bench.add_parser("agent", parents=[common], help="CPU cost of one agent sampling cycle")
     agent_bench.add_argument("--cycles", type=int, default=300, help="cycles to measure (default 300)")
     agent_bench.add_argument("--json", action="store_true", help="print results as JSON")

@@ -20,6 +20,17 @@ def cmd_bench_agent(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_fuzz(args: argparse.Namespace) -> int:
+    from sentinel_bench.fuzz import render_fuzz, run_fuzz
+
+    if args.messages < 1:
+        raise ValidationError("--messages: must be at least 1")
+    result = run_fuzz(args.messages, args.seed,
+                      progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True))
+    print(json.dumps(result, indent=2) if args.json else render_fuzz(result))
+    return EXIT_OK if result["crashes"] == 0 else EXIT_EXPECTATION
+
+
 def cmd_bench_pipeline(args: argparse.Namespace) -> int:
     from sentinel_bench.pipeline import render_pipeline, run_pipeline_bench
 

@@ -9,6 +9,7 @@ scheduler command may carry, so a hostile or broken answer cannot smuggle text i
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,9 @@ def check_job(job_id: str) -> str:
     return job_id
 
 
+MAX_HOSTLIST = 100_000  # names one hostlist may expand to (the largest clusters have tens of thousands)
+
+
 def expand_hostlist(text: str) -> list[str]:
     """``node[1-3,7],gpu-a`` -> node1, node2, node3, node7, gpu-a (zero padding kept: ``n[01-02]``)."""
     names: list[str] = []
@@ -78,6 +82,8 @@ def expand_hostlist(text: str) -> list[str]:
             lo, _, hi = item.partition("-")
             if not lo.isdigit() or (hi and not hi.isdigit()):
                 raise ActuatorError(f"cannot read hostlist {text!r}")
+            if int(hi or lo) - int(lo) + len(names) > MAX_HOSTLIST:
+                raise ActuatorError(f"hostlist {text[:80]!r} names more than {MAX_HOSTLIST:,} nodes")
             for n in range(int(lo), int(hi or lo) + 1):
                 names.append(f"{match['pre']}{n:0{len(lo)}d}{match['post']}")
     return names
@@ -88,6 +94,8 @@ def _load(stdout: str, what: str, key: str) -> list[Any]:
         data = json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise ActuatorError(f"{what}: not JSON ({exc.msg} at {exc.pos})") from None
+    except RecursionError:  # nested deeper than the parser's stack: no Slurm answer looks like that
+        raise ActuatorError(f"{what}: JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise ActuatorError(f"{what}: expected a JSON object")
     errors = data.get("errors") or []
@@ -112,9 +120,10 @@ def _number(value: Any) -> float:
     if isinstance(value, dict):  # later versions: {"set": true, "number": 5}
         value = value.get("number", 0) if value.get("set", True) else 0
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         return 0.0
+    return number if math.isfinite(number) else 0.0  # NaN or infinity is no time, count or priority
 
 
 def parse_jobs(stdout: str) -> list[SlurmJob]:

@@ -82,6 +82,20 @@ class HostAnomalyConfig(Section, frozen=True):
         require(1 <= self.evidence_top <= 7, "evidence_top", "must be in [1, 7]", self.evidence_top)
 
 
+class LimitsConfig(Section, frozen=True):
+    """Caps on one telemetry sample (``sentinel.detector.shapes``); the schema's ceilings are 64 GPUs, 64 NVLinks
+    per GPU and 256 NICs."""
+
+    max_gpus: int = 16  # per node: HGX/DGX carry 8, the largest servers 16
+    max_nvlinks: int = 18  # per GPU: NVML_NVLINK_MAX_LINKS
+    max_nics: int = 64  # per node: Ethernet interfaces and InfiniBand ports the agent reads
+
+    def __post_init__(self) -> None:
+        require(1 <= self.max_gpus <= 64, "max_gpus", "must be in [1, 64]", self.max_gpus)
+        require(1 <= self.max_nvlinks <= 64, "max_nvlinks", "must be in [1, 64]", self.max_nvlinks)
+        require(1 <= self.max_nics <= 256, "max_nics", "must be in [1, 256]", self.max_nics)
+
+
 class DetectorConfig(Section, frozen=True):
     window_samples: int = 60
     replay_messages: int = 5000  # per partition handed over from another member (Kafka only)
@@ -90,6 +104,7 @@ class DetectorConfig(Section, frozen=True):
     straggler: StragglerConfig = msgspec.field(default_factory=StragglerConfig)
     hazard: HazardConfig = msgspec.field(default_factory=HazardConfig)
     host_anomaly: HostAnomalyConfig = msgspec.field(default_factory=HostAnomalyConfig)
+    limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
 
     def __post_init__(self) -> None:
         require(2 <= self.window_samples <= 100_000, "window_samples", "must be in [2, 100000]", self.window_samples)

@@ -21,6 +21,9 @@ import msgspec
 
 from sentinel import codec
 from sentinel.events import (
+    MAX_GPUS,
+    MAX_NICS,
+    MAX_NVLINKS,
     SCHEMA_VERSION,
     CounterValue,
     Finite,
@@ -40,6 +43,7 @@ class LinkView(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Of an ``NvLinkReading``: the CRC flit errors, and the replays and recoveries that follow them (the link
     rules watch their sums per GPU)."""
 
+    link: Annotated[int, msgspec.Meta(ge=0, le=63)]
     crc_errors: CounterValue | None = None
     replay_errors: CounterValue | None = None
     recovery_errors: CounterValue | None = None
@@ -64,7 +68,7 @@ class GpuView(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     pcie_replay: CounterValue | None = None
     pcie_link_width: PcieValue | None = None
     pcie_link_width_max: PcieValue | None = None
-    nvlinks: list[LinkView] = msgspec.field(default_factory=list)
+    nvlinks: Annotated[list[LinkView], msgspec.Meta(max_length=MAX_NVLINKS)] = msgspec.field(default_factory=list)
 
 
 class NicCounters(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -92,8 +96,8 @@ class SampleView(msgspec.Struct, tag="telemetry", tag_field="type", frozen=True,
     v: int = SCHEMA_VERSION
     node: NodeName
     ts: Timestamp
-    gpus: list[GpuView] = msgspec.field(default_factory=list)
-    nics: list[NicView] = msgspec.field(default_factory=list)
+    gpus: Annotated[list[GpuView], msgspec.Meta(max_length=MAX_GPUS)] = msgspec.field(default_factory=list)
+    nics: Annotated[list[NicView], msgspec.Meta(max_length=MAX_NICS)] = msgspec.field(default_factory=list)
     host: HostReading | None = None
     jobs: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=128)]], msgspec.Meta(max_length=64)] = (
         msgspec.field(default_factory=list))

@@ -26,6 +26,7 @@ from sentinel.detector.log_rules import dedup_key, log_rule
 from sentinel.detector.peers import PeerComparison
 from sentinel.detector.rules import gpus_by_pci, pci_key, remember, sample_rules, xid_rule
 from sentinel.detector.sample_view import SampleView, decode_view
+from sentinel.detector.shapes import check_shape
 from sentinel.detector.windows import NodeWindow
 from sentinel.errors import CodecError
 from sentinel.events import Finding, LogEvent, Severity, TelemetrySample
@@ -187,7 +188,9 @@ class Detector(ConsumingService):
     def _decode(self, message: Message, now: float) -> SampleView | LogEvent | None:
         try:
             if message.topic == self.telemetry_topic:
-                return decode_view(message.value)
+                view = decode_view(message.value)
+                check_shape(view, self.config.limits)
+                return view
             return codec.decode_as(message.value, LogEvent)
         except CodecError as exc:
             if not message.replay:  # a replayed message was dead-lettered when it was live
