@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import socket
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 from sentinel.actuator import Actuator
 from sentinel.actuator.journal import Journal
@@ -96,7 +97,7 @@ class ActuatorService(ConsumingService):
     def handle(self, messages: list[Message]) -> None:
         """Verify each command and accept it into the journal (then its offset may be committed)."""
         for message in messages:
-            self._receive(message)
+            self.survive(message, partial(self._receive, message))
 
     def after_commit(self, messages: list[Message]) -> None:
         self._collect()

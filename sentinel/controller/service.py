@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Protocol
 
 import msgspec
@@ -218,7 +219,7 @@ class Controller(ConsumingService):
             send_dead_letter(self.transport, message, exc.reason, self.metrics, now)
             return
         if isinstance(record, Finding):
-            self.on_finding(record, now)
+            self.survive(message, partial(self.on_finding, record, now))
         elif isinstance(record, ActionResult):
             target = self.repo.command_target(record.command_id)
             if target != (record.node, record.incident_id):
@@ -227,7 +228,7 @@ class Controller(ConsumingService):
                        f"result does not match its command (node {record.node!r}, incident {record.incident_id!r})")
                 send_dead_letter(self.transport, message, f"{why}: {record.command_id}", self.metrics, now)
                 return
-            self.on_result(record, now)
+            self.survive(message, partial(self.on_result, record, now))
 
     def on_finding(self, finding: Finding, now: float) -> Decision | None:
         with self.repo.unit() as unit:

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Protocol
 
 from sentinel import codec
@@ -139,7 +140,9 @@ class Detector(ConsumingService):
                                           "(agent.node must be the scheduler's node name)", now)
                 continue
             if isinstance(record, SampleView):
-                found = self.on_sample(record, now)
+                found = self.survive(message, partial(self.on_sample, record, now))
+                if found is None:
+                    continue  # dead-lettered with the error
                 if not message.replay:
                     findings.extend(found)
                     live_nodes.append(record.node)
@@ -149,7 +152,7 @@ class Detector(ConsumingService):
                             self.recorded_ts[record.node] = record.ts
                             samples.append(whole)
             elif isinstance(record, LogEvent) and not message.replay:
-                finding = self.on_log(record, now)
+                finding = self.survive(message, partial(self.on_log, record, now))
                 if finding is not None:
                     findings.append(finding)
         if live_nodes:
@@ -184,6 +187,10 @@ class Detector(ConsumingService):
             self.metrics.findings.labels(finding.kind.value, finding.severity.value).inc()
             if finding.severity in RISKY:
                 self.metrics.set_node_risk(finding.node, finding.confidence, now)
+
+    def dead_letter(self, message: Message, reason: str) -> None:
+        if not message.replay:  # a replayed message was dead-lettered when it was live
+            self.dead_letters.add(message, reason, self.clock.now())
 
     def _decode(self, message: Message, now: float) -> SampleView | LogEvent | None:
         try:

@@ -64,6 +64,10 @@ class ServiceMetrics:
         self.dead_letters = Counter(
             "sentinel_dead_letters_total", "Messages moved to the dead-letter topic.", ["topic"], registry=r
         )
+        self.poison_messages = Counter(
+            "sentinel_poison_messages_total", "Messages whose handling raised: dead-lettered, not retried.",
+            ["topic", "error"], registry=r,
+        )
         self.consumer_lag = Gauge(
             "sentinel_consumer_lag_messages",
             "Messages between a consumer group's position and the high watermark of the topic's partitions.",

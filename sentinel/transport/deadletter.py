@@ -17,6 +17,8 @@ from sentinel.transport import DEAD_LETTERS, Message, Transport
 
 log = logging.getLogger(__name__)
 
+MAX_PAYLOAD_BYTES = 1 << 20  # of a message kept in its dead letter (base64 in JSON: well inside the 4 MiB limit)
+
 
 class DeadLetterBatch:
     """Dead letters gathered while a poll's messages are handled; ``send`` publishes them in one batch."""
@@ -27,9 +29,13 @@ class DeadLetterBatch:
         self.pending: list[tuple[Message, DeadLetter]] = []
 
     def add(self, message: Message, reason: str, now: float) -> None:
+        payload = message.value
+        if len(payload) > MAX_PAYLOAD_BYTES:  # an oversized message's letter must still fit on the topic
+            reason = f"{reason[:3900]} (payload cut to its first {MAX_PAYLOAD_BYTES} of {len(payload)} bytes)"
+            payload = payload[:MAX_PAYLOAD_BYTES]
         letter = DeadLetter(ts=now, reason=reason[:4096], source_topic=message.topic,
                             source_partition=message.partition, source_offset=message.offset,
-                            key=message.key[:256] if message.key else None, payload=message.value)
+                            key=message.key[:256] if message.key else None, payload=payload)
         self.metrics.dead_letters.labels(message.topic).inc()
         log.debug("dead letter from %s[%d]@%d: %s", message.topic, message.partition, message.offset, reason)
         self.pending.append((message, letter))

@@ -18,11 +18,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+from sentinel.clock import Clock
 from sentinel.errors import TransportError
 from sentinel.obs.metrics import ServiceMetrics
 from sentinel.obs.sdnotify import Heartbeat
-from sentinel.transport import Consumer, Message
+from sentinel.transport import Consumer, Message, Transport, poison
+from sentinel.transport.deadletter import send_dead_letter
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +41,28 @@ class ConsumingService:
     consumer: Consumer
     group: str
     metrics: ServiceMetrics
+    transport: Transport
+    clock: Clock
     batch = 500  # messages per poll
+
+    def survive(self, message: Message, work: Callable[[], T]) -> T | None:
+        """``work()`` for one message; if it raises for a reason of the message's own (``poison.is_transient``
+        says which are not), the message becomes a dead letter with the error as its reason, counted in
+        ``sentinel_poison_messages_total{topic,error}``, and None is returned: the round goes on and commits."""
+        try:
+            return work()
+        except Exception as exc:
+            if poison.is_transient(exc):
+                raise
+            log.exception("%s: message %s[%d]@%d could not be handled; dead-lettered", self.group, message.topic,
+                          message.partition, message.offset)
+            self.metrics.poison_messages.labels(message.topic, type(exc).__name__[:64]).inc()
+            self.dead_letter(message, poison.reason(exc))
+            return None
+
+    def dead_letter(self, message: Message, reason: str) -> None:
+        """Keep ``message`` on the dead-letter topic with ``reason`` (the detector batches its own)."""
+        send_dead_letter(self.transport, message, reason, self.metrics, self.clock.now())
 
     def step(self, max_messages: int | None = None, timeout_s: float = 0.0) -> int:
         """One round; return how many messages were handled. A publish that fails raises ``TransportError``
