@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from sentinel.actuator import Actuator, Scheduler
 from sentinel.actuator.sealed import Sealer
 from sentinel.actuator.service import ActuatorService
-from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, verification_keys
+from sentinel.actuator.signing import CommandSigner, CommandVerifier, key_for, load_key, verification_keys
 from sentinel.actuator.slurm import SlurmScheduler
 from sentinel.actuator.steps import DryRunActuator, SchedulerActuator
 from sentinel.capacity.load.service import LoadService, QueueSource, Refresher
@@ -48,6 +48,7 @@ from sentinel.store.journal import StoreJournal
 from sentinel.store.repository import Repository
 from sentinel.transport import COMMANDS, DEAD_LETTERS, FINDINGS, LOGS, RESULTS, TELEMETRY, Transport
 from sentinel.transport.memory import MemoryTransport
+from sentinel.transport.node_auth import NodeSigner, NodeVerifier
 from sentinel.transport.service import run_loop
 from sentinel_collectors.agent import Agent, Item, Slot
 from sentinel_collectors.publisher import SpoolPublisher
@@ -266,7 +267,18 @@ def build_detector(config: Config, clock: Clock, metrics: DetectorMetrics, repo:
         log.info("hazard model: rules only (detector.hazard.model is empty)")
     host = HostAnomaly.from_config(config.detector.host_anomaly) if config.detector.host_anomaly.enabled else None
     sealer = Sealer(key_for(config.security.key_file), Finding)  # the controller acts on sealed findings only
-    return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard, host=host, sealer=sealer)
+    return Detector(transport, repo, config.detector, metrics, clock, hazard=hazard, host=host, sealer=sealer,
+                    nodes=node_verifier(config))
+
+
+def node_verifier(config: Config) -> NodeVerifier | None:
+    """Per-node telemetry identity from ``security.fleet_key_file`` (None: unset, messages are not checked)."""
+    security = config.security
+    if not security.fleet_key_file:
+        return None
+    fleet = [load_key(security.fleet_key_file, "security.fleet_key_file"),
+             *(load_key(p, "security.previous_fleet_key_files") for p in security.previous_fleet_key_files)]
+    return NodeVerifier([k.secret for k in fleet])
 
 
 def build_effects(config: Config, clock: Clock, metrics: ControllerProcessMetrics, repo: Repository,
@@ -293,7 +305,11 @@ def build_slots(config: Config, clock: Clock) -> list[Slot]:
 def build_agent(config: Config, clock: Clock, metrics: AgentMetrics, sink: Callable[[list[Item]], None],
                 slots: list[Slot] | None = None) -> Agent:
     slots = build_slots(config, clock) if slots is None else slots
-    return Agent(config.node_name(), slots, sink, metrics, clock, config.agent.interval_s, notify=notifier())
+    frame = None
+    if config.agent.node_key_file:  # every message signed as this node's (the detector checks it)
+        frame = NodeSigner(load_key(config.agent.node_key_file, "agent.node_key_file").secret).frame
+    return Agent(config.node_name(), slots, sink, metrics, clock, config.agent.interval_s, notify=notifier(),
+                 frame=frame)
 
 
 def run(config: Config, stop: threading.Event, max_cycles: int | None = None) -> Pipeline:
@@ -367,6 +383,9 @@ def run_detector(config: Config, stop: threading.Event, metrics: DetectorMetrics
     if config.transport.kind != "memory" and not config.security.key_file:  # it seals findings with that key
         raise ConfigError("security.key_file: required by the detector service (it seals its findings with the "
                           "key the controller holds); the same file as the controller's (docs/security.md)")
+    if not config.security.fleet_key_file:
+        log.warning("security.fleet_key_file is not set: telemetry is not authenticated per node, so whoever can "
+                    "produce to the telemetry topic can speak for any node (docs/security.md)")
     relax_gc()
     transport = _service_transport(config)
     repo = open_repository(config, migrate=False)
@@ -420,6 +439,9 @@ def run_agent(config: Config, stop: threading.Event, max_cycles: int | None = No
     if config.transport.kind == "memory":
         raise ConfigError('transport.kind: the node agent needs "kafka" (use `sentinel run` for one machine)')
     clock, metrics = SystemClock(), metrics if metrics is not None else AgentMetrics()
+    if not config.agent.node_key_file:
+        log.warning("agent.node_key_file is not set: this node's telemetry is not signed; a detector that checks "
+                    "node identity (security.fleet_key_file) refuses it (docs/security.md)")
     transport = plugin(TRANSPORTS, config.transport.kind, "transport.kind")(config)
     spool = Spool(config.agent.spool_path, config.agent.spool_max_messages)
 

@@ -62,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--compression", choices=("zstd", "gzip", "lz4", "none"), default="zstd",
                       help="producer compression, as the agents' transport.kafka.compression (default zstd; lz4 "
                       "needs the lz4 package)")
+    pipe.add_argument("--node-auth", choices=("on", "off"), default="on",
+                      help="sign every message with its node's key and verify each in the detector, as a fleet "
+                      "with security.fleet_key_file runs (default on)")
     pipe.add_argument("--json", action="store_true", help="print results as JSON")
     pipe.set_defaults(func=cmd_bench_pipeline)
     soak = bench.add_parser("soak", parents=[common], help="a long run of the detector and controller processes on "

@@ -22,6 +22,9 @@ to the whole bench process, so the bare consumer runs under them too), at produc
 a trained model loaded (``--model``, by default the cached model trained on the shipped training scenario); the
 JSON's ``features`` says what was on.
 ``--compression`` picks the producer's compression (the agents' ``transport.kafka.compression``).
+``--node-auth on`` (the default) signs every message with its node's key and has the detector verify each one
+(``sentinel.transport.node_auth``, issue 38), as a fleet with ``security.fleet_key_file`` runs; the bare consumer
+strips the frame unverified.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from sentinel.tables import render
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Transport
 from sentinel.transport.kafka import FETCH, KafkaTransport
 from sentinel.transport.memory import MemoryTransport
+from sentinel.transport.node_auth import NodeVerifier, payload
 from sentinel_bench import pipeline_samples as fleet
 
 Progress = Callable[[str], None]
@@ -80,11 +84,12 @@ def _config(model: str | None, record_interval_s: float = 30.0) -> DetectorConfi
 
 def detector_as_shipped(transport: Transport, repo: Repository, model: str | None, clock: Clock, group: str,
                         topics: tuple[str, str, str] = (TELEMETRY, LOGS, FINDINGS), record_interval_s: float = 30.0,
-              ) -> Detector:
+                        node_auth: bool = False) -> Detector:
     config = _config(model, record_interval_s)
     host = msgspec.structs.replace(config.host_anomaly, state_dir="")  # on, as shipped; state not in the cwd
     return Detector(transport, repo, config, Metrics(), clock, group=group, topics=topics,
-                    hazard=load_scorer(config.hazard), host=HostAnomaly.from_config(host) if host.enabled else None)
+                    hazard=load_scorer(config.hazard), host=HostAnomaly.from_config(host) if host.enabled else None,
+                    nodes=NodeVerifier([fleet.FLEET_SECRET]) if node_auth else None)
 
 
 def features(model: str | None) -> dict[str, Any]:
@@ -109,9 +114,10 @@ def warm_up(detector: Detector, nodes: int) -> None:
 
 
 def _detector_rate(broker: str, topics: tuple[str, str, str], n: int, tmp: str, group: str,
-                   model: str | None, nodes: int) -> tuple[float, int, float]:
+                   model: str | None, nodes: int, node_auth: bool) -> tuple[float, int, float]:
     transport = _kafka(broker)
-    detector = detector_as_shipped(transport, scratch_store(tmp), model, SystemClock(), group, topics)
+    detector = detector_as_shipped(transport, scratch_store(tmp), model, SystemClock(), group, topics,
+                                   node_auth=node_auth)
     warm_up(detector, nodes)
     started = cpu_started = None
     deadline = time.monotonic() + 300
@@ -132,7 +138,8 @@ def _kafka(broker: str, compression: str | None = "zstd") -> KafkaTransport:
                           session_timeout_ms=6000, heartbeat_interval_ms=1000)
 
 
-def worker(broker: str, run: str, group: str, model: str, nodes: int, idle_s: float = 3.0) -> None:
+def worker(broker: str, run: str, group: str, model: str, nodes: int, node_auth: bool = False,
+           idle_s: float = 3.0) -> None:
     """One detector group member for the two-process measurement; prints its count and timeline as JSON.
 
     ``timeline``: (time, messages so far) at the start of the step that brought the first messages and after
@@ -140,7 +147,8 @@ def worker(broker: str, run: str, group: str, model: str, nodes: int, idle_s: fl
     relax_gc()
     with tempfile.TemporaryDirectory() as tmp:
         transport = _kafka(broker)
-        detector = detector_as_shipped(transport, scratch_store(tmp), model or None, SystemClock(), group, _topics(run))
+        detector = detector_as_shipped(transport, scratch_store(tmp), model or None, SystemClock(), group, _topics(run),
+                                       node_auth=node_auth)
         warm_up(detector, nodes)
         timeline: list[tuple[float, int]] = []
         cpu = [0.0, 0.0]  # process CPU seconds at the first step that brought messages and after the last
@@ -187,10 +195,10 @@ def group_rates(results: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def _two_process_rate(broker: str, run: str, n: int, model: str | None,
-                      nodes: int) -> tuple[float, float, int, float]:
+                      nodes: int, node_auth: bool) -> tuple[float, float, int, float]:
     group = f"two-{uuid.uuid4().hex[:6]}"
     procs = [subprocess.Popen([sys.executable, "-m", "sentinel_bench.pipeline", broker, run, group, model or "",
-                               str(nodes)],
+                               str(nodes), "1" if node_auth else "0"],
                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
     results = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
     both, span = group_rates(results)
@@ -211,7 +219,7 @@ def _bare_rate(broker: str, topic: str, n: int) -> tuple[float, float]:
             if started is None:
                 started, cpu_started = before, cpu_before
             for record in records:
-                codec.decode_as(record.value, TelemetrySample)
+                codec.decode_as(payload(record.value), TelemetrySample)
                 count += 1
     elapsed = time.perf_counter() - (started or time.perf_counter())
     cpu = time.process_time() - (cpu_started or time.process_time())
@@ -219,12 +227,14 @@ def _bare_rate(broker: str, topic: str, n: int) -> tuple[float, float]:
     return count / max(elapsed, 1e-9), cpu
 
 
-def _latency(broker: str, tmp: str, model: str | None, rate: int = 2000, seconds: float = 5.0) -> list[float]:
+def _latency(broker: str, tmp: str, model: str | None, node_auth: bool, rate: int = 2000,
+             seconds: float = 5.0) -> list[float]:
     run = uuid.uuid4().hex[:8]
     topics = _topics(run)
     transport = _kafka(broker)
     transport.ensure_topics({topics[0]: 4, topics[1]: 1, topics[2]: 1})
-    detector = detector_as_shipped(transport, scratch_store(tmp), model, SystemClock(), f"lat-{run}", topics)
+    detector = detector_as_shipped(transport, scratch_store(tmp), model, SystemClock(), f"lat-{run}", topics,
+                                   node_auth=node_auth)
     findings = transport.consumer(f"find-{run}", [topics[2]])
     stop = threading.Event()
     thread = threading.Thread(target=lambda: [detector.step(2000, timeout_s=0.2) for _ in iter(stop.is_set, True)])
@@ -236,8 +246,8 @@ def _latency(broker: str, tmp: str, model: str | None, rate: int = 2000, seconds
     latencies: list[float] = []
     producer = _kafka(broker)
     for tick in range(int(seconds * 10)):
-        batch = fleet.messages(rate // 10, 500, fault_every=100, ts=time.time(), tag=str(tick))
-        producer.publish_batch((topics[0], f"n{i % 500}", m) for i, m in enumerate(batch))
+        batch = fleet.keyed(rate // 10, 500, fault_every=100, ts=time.time(), tag=str(tick), signed=node_auth)
+        producer.publish_batch((topics[0], node, m) for node, m in batch)
         for message in findings.poll(1000):
             latencies.append(time.time() - inside(message.value, Finding).observed_ts)
         time.sleep(0.1)
@@ -253,7 +263,7 @@ def _latency(broker: str, tmp: str, model: str | None, rate: int = 2000, seconds
     return latencies
 
 
-def _bytes_per_gpu(model: str | None, nodes: int = 1000) -> float:
+def _bytes_per_gpu(model: str | None, node_auth: bool, nodes: int = 1000) -> float:
     """State per GPU once every window is full and the model has scored every node (the steady state)."""
     with tempfile.TemporaryDirectory() as tmp:
         repo = scratch_store(tmp)
@@ -261,10 +271,11 @@ def _bytes_per_gpu(model: str | None, nodes: int = 1000) -> float:
         samples = _config(model).window_samples + 5
         tracemalloc.start()
         before = tracemalloc.take_snapshot()
-        detector = detector_as_shipped(transport, repo, model, ManualClock(), "mem", record_interval_s=1e9)
+        detector = detector_as_shipped(transport, repo, model, ManualClock(), "mem", record_interval_s=1e9,
+                                       node_auth=node_auth)
         for start in range(0, nodes * samples, 20_000):
-            for m in fleet.messages(min(20_000, nodes * samples - start), nodes, first=start):
-                transport.publish(TELEMETRY, None, m)
+            for node, m in fleet.keyed(min(20_000, nodes * samples - start), nodes, first=start, signed=node_auth):
+                transport.publish(TELEMETRY, node, m)
             while detector.step(5000):
                 pass
         after = tracemalloc.take_snapshot()
@@ -276,7 +287,7 @@ def _bytes_per_gpu(model: str | None, nodes: int = 1000) -> float:
 
 
 def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, progress: Progress | None = None,
-                       model: str | None = None, compression: str = "zstd") -> dict[str, Any]:
+                       model: str | None = None, compression: str = "zstd", node_auth: bool = True) -> dict[str, Any]:
     """``model``: a model directory, or None for the cached model trained on the shipped scenario (trained on
     first use); "none" runs the rules alone."""
     say = progress or (lambda text: None)
@@ -290,30 +301,32 @@ def run_pipeline_bench(broker: str, messages: int = 100_000, nodes: int = 1000, 
     producer = _kafka(broker, compression)
     producer.ensure_topics({topics[0]: 4, topics[1]: 1, topics[2]: 1})
     say(f"producing {messages} node-messages to {topics[0]} (4 partitions)")
-    payload = fleet.messages(messages, nodes, first=WARM_S * nodes)  # after the samples that warm the windows up
+    # after the samples that warm the windows up; keyed by node name, signed with each node's key (node_auth)
+    produced = fleet.keyed(messages, nodes, first=WARM_S * nodes, signed=node_auth)
     started = time.perf_counter()
-    for i in range(0, len(payload), 2000):
-        producer.publish_batch((topics[0], f"node-{(i + j) % nodes}", m) for j, m in enumerate(payload[i:i + 2000]))
+    for i in range(0, len(produced), 2000):
+        producer.publish_batch((topics[0], node, m) for node, m in produced[i:i + 2000])
     produce_rate = messages / (time.perf_counter() - started)
     producer.close()
     with tempfile.TemporaryDirectory() as tmp:
         say("bare kafka-python consume + decode")
         bare_before, cpu_before = _bare_rate(broker, topics[0], messages)
         say("detector, one process")
-        detector, seen, cpu_one = _detector_rate(broker, topics, messages, tmp, f"one-{run}", model, nodes)
+        detector, seen, cpu_one = _detector_rate(broker, topics, messages, tmp, f"one-{run}", model, nodes,
+                                                 node_auth)
         say("bare kafka-python consume + decode, again")
         bare_after, cpu_after = _bare_rate(broker, topics[0], messages)
         bare, cpu_bare = (bare_before + bare_after) / 2, (cpu_before + cpu_after) / 2
         say("detector, two processes")
-        two, two_span, two_seen, cpu_two = _two_process_rate(broker, run, messages, model, nodes)
+        two, two_span, two_seen, cpu_two = _two_process_rate(broker, run, messages, model, nodes, node_auth)
         say("live sample-to-finding latency")
-        latencies = sorted(_latency(broker, tmp, model))
+        latencies = sorted(_latency(broker, tmp, model, node_auth))
     say("memory per tracked GPU (full windows, every node scored)")
-    per_gpu = _bytes_per_gpu(model, nodes)
+    per_gpu = _bytes_per_gpu(model, node_auth, nodes)
     p = (lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 4)) if latencies else (
         lambda q: None)
     return {
-        "features": features(model), "compression": compression, "cpus": os.cpu_count(),
+        "features": features(model), "compression": compression, "cpus": os.cpu_count(), "node_auth": node_auth,
         "warm_samples_per_node": WARM_S, "nodes_per_job": fleet.NODES_PER_JOB,
         "crc32c": _c_crc32c(),
         "messages": messages, "nodes": nodes, "gpus_per_message": 8, "produce_msgs_per_s": round(produce_rate),
@@ -353,7 +366,8 @@ def render_pipeline(r: dict[str, Any]) -> str:
     ]
     on = ", ".join(k for k, v in r["features"].items() if v is True)
     model = r["features"]["hazard_model"] or "none (rules only)"
-    return (f"detector as shipped: {on}; hazard model {model}; producer compression {r['compression']}; "
+    auth = "every message signed and verified per node" if r.get("node_auth") else "no node signatures"
+    return (f"detector as shipped: {on}; hazard model {model}; {auth}; producer compression {r['compression']}; "
             f"{r['cpus']} CPUs; CRC-32C in {'C' if r['crc32c'] else 'Python'}\n\n" +
             render(rows, [("what", "path"), ("msgs", "node-msgs/s"), ("gpus", "GPU-samples/s")]) +
             f"\n\nratio detector/bare: {r['ratio']} (goal >= 0.8); bare before / after the detector: "
@@ -368,4 +382,4 @@ def render_pipeline(r: dict[str, Any]) -> str:
 
 if __name__ == "__main__":  # the two-process worker: python -m benchmarks.pipeline BROKER RUN GROUP MODEL NODES
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    worker(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    worker(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:7] == ["1"])

@@ -10,10 +10,12 @@ import msgspec
 from sentinel import codec
 from sentinel.detector.sample_view import SampleView, view_of
 from sentinel.events import GpuState, TelemetrySample
+from sentinel.transport.node_auth import NodeSigner, node_secret
 from sentinel_bench.codec import sample_message
 
 NODES_PER_JOB = 16  # each node runs one job of 16 nodes (128 GPUs), so peer comparison has peers to compare
 FIRST_TS = 1.7e9  # sample time of the first round
+FLEET_SECRET = b"sentinel-bench fleet key: the same in every run, not a secret"  # security.fleet_key_file's role
 
 
 def node_sample(i: int) -> TelemetrySample:
@@ -36,13 +38,33 @@ def views(n: int, nodes: int) -> Iterator[SampleView]:
         yield msgspec.structs.replace(base[k % nodes], ts=FIRST_TS + k // nodes)
 
 
-def messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "",
-             first: int = 0) -> list[bytes]:
-    """``samples`` encoded; every ``fault_every``-th one from a node of its own whose GPU 0 fell off the bus."""
-    out = []
+def _with_faults(n: int, nodes: int, fault_every: int, ts: float | None, tag: str,
+                 first: int) -> Iterator[TelemetrySample]:
     for k, sample in samples(n, nodes, ts, first):
         if fault_every and k % fault_every == 0:
             lost = msgspec.structs.replace(sample.gpus[0], state=GpuState.LOST, temp_c=None)
             sample = msgspec.structs.replace(sample, node=f"lost{tag}-{k:07d}", gpus=[lost, *sample.gpus[1:]])
-        out.append(codec.encode(sample))
+        yield sample
+
+
+def messages(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "",
+             first: int = 0) -> list[bytes]:
+    """``samples`` encoded; every ``fault_every``-th one from a node of its own whose GPU 0 fell off the bus."""
+    return [codec.encode(sample) for sample in _with_faults(n, nodes, fault_every, ts, tag, first)]
+
+
+def keyed(n: int, nodes: int, fault_every: int = 0, ts: float | None = None, tag: str = "", first: int = 0,
+          signed: bool = True) -> list[tuple[str, bytes]]:
+    """``messages`` as the agents publish them: (node name, message), the key naming the node and, ``signed``,
+    each message signed with that node's key (``sentinel.transport.node_auth``), derived from ``FLEET_SECRET``."""
+    signers: dict[str, NodeSigner] = {}
+    out = []
+    for sample in _with_faults(n, nodes, fault_every, ts, tag, first):
+        data = codec.encode(sample)
+        if signed:
+            signer = signers.get(sample.node)
+            if signer is None:
+                signer = signers[sample.node] = NodeSigner(node_secret(FLEET_SECRET, sample.node))
+            data = signer.frame(data)
+        out.append((sample.node, data))
     return out

@@ -36,7 +36,8 @@ def cmd_bench_pipeline(args: argparse.Namespace) -> int:
 
     result = run_pipeline_bench(args.broker, args.messages, args.nodes,
                                 progress=lambda text: print(f"bench: {text}", file=sys.stderr, flush=True),
-                                model=args.model, compression=args.compression)
+                                model=args.model, compression=args.compression,
+                                node_auth=args.node_auth == "on")
     print(json.dumps(result, indent=2) if args.json else render_pipeline(result))
     return EXIT_OK
 

@@ -44,8 +44,11 @@ class Slot:
 
 class Agent:
     def __init__(self, node: str, slots: list[Slot], sink: Callable[[list[Item]], None], metrics: AgentMetrics,
-                 clock: Clock, interval_s: float, notify: Callable[[str], None] | None = None) -> None:
+                 clock: Clock, interval_s: float, notify: Callable[[str], None] | None = None,
+                 frame: Callable[[bytes], bytes] | None = None) -> None:
+        """``frame`` signs each encoded message with the node's key (``sentinel.transport.node_auth``)."""
         self.node = node
+        self.frame = frame if frame is not None else (lambda data: data)
         self.jobs: list[str] = []
         self.slots = slots
         self.sink = sink
@@ -88,8 +91,8 @@ class Agent:
         self.seq += 1
         sample = TelemetrySample(node=self.node, ts=now, seq=self.seq, interval_s=self.interval_s, gpus=gpus,
                                  nics=nics, host=host, collector_errors=errors, jobs=self.jobs)
-        items: list[Item] = [(TELEMETRY, self.node, codec.encode(sample))]
-        items += [(LOGS, self.node, codec.encode(event)) for event in logs]
+        items: list[Item] = [(TELEMETRY, self.node, self.frame(codec.encode(sample)))]
+        items += [(LOGS, self.node, self.frame(codec.encode(event))) for event in logs]
         self.sink(items)
         self.metrics.samples_collected.inc()
         self.metrics.agent_cycle_seconds.observe(time.perf_counter() - started)

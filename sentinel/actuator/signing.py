@@ -105,8 +105,9 @@ def load_key(path: str, setting: str = "security.key_file") -> SigningKey:
     return SigningKey(secret, path)
 
 
-def write_key(path: str) -> SigningKey:
-    """Create a new key file (mode 0600, never overwriting) holding 32 random bytes as hex."""
+def write_key(path: str, text: str | None = None) -> SigningKey:
+    """Create a new key file (mode 0600, never overwriting) holding 32 random bytes as hex (or ``text``, a key
+    derived elsewhere: a node's key from the fleet key)."""
     if os.path.isdir(path):
         example = os.path.join(path, "command.key")
         raise ConfigError(f"{path}: is a directory; name the key file to create, e.g. {example}")
@@ -118,7 +119,7 @@ def write_key(path: str) -> SigningKey:
         raise ConfigError(f"{path}: cannot create: {exc.strerror}") from None
     with os.fdopen(fd, "w", encoding="ascii") as handle:
         os.fchmod(handle.fileno(), 0o600)  # whatever the umask
-        handle.write(secrets.token_hex(32) + "\n")
+        handle.write((text if text is not None else secrets.token_hex(32)) + "\n")
     return load_key(path, setting=path)
 
 

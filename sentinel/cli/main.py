@@ -164,8 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("--prefix", default="/", help="root to install under (default /; a scratch folder to "
                                                        "look first)")
     install.add_argument("--dry-run", action="store_true", help="say what would be written, write nothing")
-    keygen = verb("keygen", "write a new command-signing key file (mode 0600) for security.key_file", cmd_keygen)
-    keygen.add_argument("file", metavar="FILE", help="where to write the key; an existing file is never overwritten")
+    keygen = verb("keygen", "write a new key file (mode 0600): service, fleet, or a node's telemetry key", cmd_keygen)
+    keygen.add_argument("file", metavar="FILE", help="where to write the key; an existing file is never overwritten "
+                        "(`-`: print it)")
+    keygen.add_argument("--node", metavar="NAME", help="write NAME's telemetry key (agent.node_key_file), derived "
+                        "from --fleet-key")
+    keygen.add_argument("--fleet-key", metavar="FILE", help="the fleet key (security.fleet_key_file) to derive "
+                        "--node's key from")
 
     add_advise_verbs(verbs, common)
 

@@ -93,8 +93,14 @@ class SecurityConfig(Section, frozen=True):
     key_file: str = ""
     previous_key_files: list[str] = msgspec.field(default_factory=list)  # still accepted during a key rotation
     max_command_ttl_s: float = 3600.0  # commands expiring further ahead are refused; bounds the nonce records
+    # Per-node telemetry identity: the detector derives each node's key from this one and refuses telemetry and
+    # log messages not signed by the node they name (agents hold agent.node_key_file; docs/security.md).
+    fleet_key_file: str = ""
+    previous_fleet_key_files: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         positive("max_command_ttl_s", self.max_command_ttl_s)
         require(not self.previous_key_files or bool(self.key_file), "previous_key_files",
                 "needs key_file (the current key) as well", self.previous_key_files)
+        require(not self.previous_fleet_key_files or bool(self.fleet_key_file), "previous_fleet_key_files",
+                "needs fleet_key_file (the current key) as well", self.previous_fleet_key_files)

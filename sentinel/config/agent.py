@@ -42,6 +42,7 @@ class AgentConfig(Section, frozen=True):
     spool_path: str = "sentinel-agent-spool.db"
     spool_max_messages: int = 100_000
     metrics_listen: str = ""  # HOST:PORT for the agent's own /metrics
+    node_key_file: str = ""  # this node's telemetry key (`sentinel keygen --node`): signs every message it sends
     dcgm: DcgmConfig = msgspec.field(default_factory=DcgmConfig)
     nic: NicConfig = msgspec.field(default_factory=NicConfig)
     kmsg: KmsgConfig = msgspec.field(default_factory=KmsgConfig)

@@ -36,6 +36,7 @@ from sentinel.obs.metrics import DetectorMetrics
 from sentinel.obs.sdnotify import Heartbeat
 from sentinel.transport import FINDINGS, LOGS, TELEMETRY, Message, Transport
 from sentinel.transport.deadletter import DeadLetterBatch
+from sentinel.transport.node_auth import NodeRefused, NodeVerifier, payload
 from sentinel.transport.service import ConsumingService, run_loop
 
 log = logging.getLogger(__name__)
@@ -80,12 +81,15 @@ class Detector(ConsumingService):
         hazard: HazardScorer | None = None,
         host: HostAnomaly | None = None,
         sealer: Sealer[Finding] | None = None,
+        nodes: NodeVerifier | None = None,
     ) -> None:
         """``sealer`` seals every finding (``sentinel.actuator.sealed``; the composition root passes the service key,
         the default is this process's key). ``config.replay_messages``: on a partition handed over from another
         member, re-read up to that many messages before the committed offset to rebuild windows without acting
-        (decision 0005)."""
+        (decision 0005). ``nodes`` (from ``security.fleet_key_file``) authenticates every telemetry and log message
+        as coming from the node it names (``sentinel.transport.node_auth``); None accepts what it cannot check."""
         self.transport = transport
+        self.nodes = nodes
         self.sealer = sealer if sealer is not None else Sealer(process_key(), Finding)
         self.repo = repo
         self.group = group
@@ -194,12 +198,19 @@ class Detector(ConsumingService):
 
     def _decode(self, message: Message, now: float) -> SampleView | LogEvent | None:
         try:
+            value = payload(message.value) if self.nodes is None else self.nodes.open(message.key, message.value)
+            record: SampleView | LogEvent
             if message.topic == self.telemetry_topic:
-                view = decode_view(message.value)
-                check_shape(view, self.config.limits)
-                return view
-            return codec.decode_as(message.value, LogEvent)
+                record = decode_view(value)
+                check_shape(record, self.config.limits)
+            else:
+                record = codec.decode_as(value, LogEvent)
+            if self.nodes is not None and record.node != message.key:
+                raise NodeRefused("node_mismatch", f"signed by {message.key}'s key but names {record.node}")
+            return record
         except CodecError as exc:
+            if isinstance(exc, NodeRefused):
+                self.metrics.telemetry_refused.labels(exc.refusal).inc()
             if not message.replay:  # a replayed message was dead-lettered when it was live
                 self.dead_letters.add(message, exc.reason, now)
             return None
@@ -208,7 +219,7 @@ class Detector(ConsumingService):
         """The whole sample, validated, to be recorded; an invalid one (in a field the detector's view skips) is
         dead-lettered: it was judged on the fields the view read, and is kept with its reason."""
         try:
-            return codec.decode_as(message.value, TelemetrySample)
+            return codec.decode_as(payload(message.value), TelemetrySample)  # verified by ``_decode`` before
         except CodecError as exc:
             self.dead_letters.add(message, exc.reason, now)
             return None

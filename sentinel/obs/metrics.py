@@ -122,6 +122,9 @@ class DetectorMetrics(ServiceMetrics):
         r = self.registry
         self.samples = Counter("sentinel_samples_total", "Telemetry samples processed by the detector.", registry=r)
         self.gpu_samples = Counter("sentinel_gpu_samples_total", "Per-GPU readings processed.", registry=r)
+        self.telemetry_refused = Counter(
+            "sentinel_telemetry_refused_total", "Telemetry and log messages refused for their node signature.",
+            ["reason"], registry=r)
         self.findings = Counter("sentinel_findings_total", "Findings published.", ["kind", "severity"], registry=r)
         self.node_risk = Gauge(
             "sentinel_node_risk",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from sentinel.cli.identity import operator_identity
 from sentinel.cli.verbs import EXIT_OK, open_repo, out
 from sentinel.clock import SystemClock
 from sentinel.errors import ValidationError
+from sentinel.events import NODE_NAME_PATTERN
 from sentinel.tables import fmt_ts, render
 
 
@@ -35,11 +37,27 @@ def cmd_requests(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    """Write a new command-signing key (mode 0600); point security.key_file at it on controller and actuator."""
-    from sentinel.actuator.signing import write_key
+    """Write a new key (mode 0600): the service key (security.key_file), a fleet key (security.fleet_key_file),
+    or with ``--node NAME --fleet-key FILE`` that node's telemetry key (agent.node_key_file). ``-`` prints it."""
+    import secrets
+    import sys
 
-    key = write_key(args.file)
-    data = {"file": args.file, "key_id": key.key_id, "mode": "0600"}
-    out(args, data, f"wrote {args.file} (mode 0600, key id {key.key_id}); set security.key_file to it "
-                    "on every controller and actuator host (docs/security.md)")
+    from sentinel.actuator.signing import load_key, write_key
+    from sentinel.transport.node_auth import node_secret
+
+    if bool(args.node) != bool(args.fleet_key):
+        raise ValidationError("keygen: --node and --fleet-key go together (a node's key is derived from the fleet key)")
+    text = None
+    if args.node:
+        if not re.match(NODE_NAME_PATTERN, args.node):
+            raise ValidationError(f"keygen: --node {args.node!r} is not a valid node name")
+        text = node_secret(load_key(args.fleet_key, "--fleet-key").secret, args.node).decode()
+    if args.file == "-":  # for a secret store or a pipe: nothing is written to disk
+        sys.stdout.write((text or secrets.token_hex(32)) + "\n")
+        return EXIT_OK
+    key = write_key(args.file, text)
+    data = {"file": args.file, "key_id": key.key_id, "mode": "0600", "node": args.node or None}
+    where = (f"set agent.node_key_file to it on {args.node} (docs/security.md)" if args.node else
+             "set security.key_file (or security.fleet_key_file) to it on every host that needs it (docs/security.md)")
+    out(args, data, f"wrote {args.file} (mode 0600, key id {key.key_id}); {where}")
     return EXIT_OK
